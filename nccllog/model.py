@@ -1,0 +1,239 @@
+"""The typed result of an analysis: one frozen ``Incident`` that every renderer reads.
+
+Nothing here parses or decides anything; these are plain frozen records. The events table
+(``Incident.events``) is a polars DataFrame with the columns listed in ``EVENT_BASE_COLUMNS``
+plus one column per field declared by the pattern library.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import Any, Literal
+
+import polars as pl
+
+SCHEMA_VERSION = 1
+
+Confidence = Literal["high", "medium", "low"]
+Severity = Literal["info", "warning", "error", "critical"]
+
+SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
+CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+
+# The verdict vocabulary of the JSON contract (schema_version 1). Never rename.
+CATEGORIES: tuple[str, ...] = (
+    "straggler_hang",
+    "collective_mismatch",
+    "network_ib",
+    "network_socket",
+    "bootstrap_rendezvous",
+    "cuda_error",
+    "oom",
+    "segfault_crash",
+    "gpu_hardware_xid",
+    "p2p_topology",
+    "config_timeout_too_short",
+    "version_mismatch",
+    "init_failure",
+    "other",
+    "no_failure",
+    "unknown",
+)
+
+# Columns every events table has, in this order; pattern fields follow, sorted by name.
+EVENT_BASE_COLUMNS: dict[str, Any] = {
+    "source": pl.String,  # display path of the file ("<stdin>" for standard input)
+    "line": pl.Int64,  # 1-based physical line number in that source
+    "text": pl.String,  # the raw line (ANSI stripped, capped in length)
+    "message": pl.String,  # the innermost message after every recognised prefix layer
+    "pattern": pl.String,  # pattern id
+    "signal": pl.String,  # the pattern's role for diagnosis (see docs/patterns.md)
+    "category": pl.String,  # cause category the pattern points to, or null
+    "severity": pl.String,
+    "rank": pl.Int64,  # global rank, null when unknown
+    "local_rank": pl.Int64,
+    "pg": pl.String,  # process-group id/name the message names, if any
+    "pg_rank": pl.Int64,  # rank inside that process group (not global)
+    "host": pl.String,
+    "pid": pl.Int64,
+    "time": pl.Datetime("us"),  # as logged (host-local wall clock), null when the line has none
+    "repeat": pl.Int64,  # how many processes this one line stands for (Ray dedup), >= 1
+    "attribution": pl.String,  # how rank was determined, or why it could not be
+}
+
+
+@dataclass(frozen=True)
+class Evidence:
+    """One log line that supports or refutes a hypothesis."""
+
+    source: str
+    line: int
+    rank: int | None
+    text: str
+    host: str | None = None
+    time: str | None = None
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class Hypothesis:
+    """A candidate explanation: a category, the culprits, the evidence, and how sure we are."""
+
+    category: str
+    culprit_ranks: tuple[int, ...]
+    culprit_hosts: tuple[str, ...]
+    confidence: Confidence
+    summary: str
+    score: float
+    evidence: tuple[Evidence, ...] = ()
+    rules_in: tuple[str, ...] = ()  # why this hypothesis is supported
+    rules_out: tuple[str, ...] = ()  # why the alternatives are less likely
+    remediation: tuple[str, ...] = ()
+    collect_next_time: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Finding:
+    """One matched line, as the JSON contract lists it."""
+
+    pattern: str
+    source: str
+    line: int
+    rank: int | None
+    host: str | None
+    time: str | None
+    fields: dict[str, Any]
+    severity: str = "info"
+    text: str = ""
+    signal: str = ""
+
+
+@dataclass(frozen=True)
+class Skipped:
+    """A file or line range that was not analysed, and why."""
+
+    source: str
+    reason: str
+    lines: str | None = None  # e.g. "120-131", or None for the whole file
+
+
+@dataclass(frozen=True)
+class Coverage:
+    """What was read, what matched, and what was skipped. lines = matched + unmatched + skipped."""
+
+    files: int
+    lines: int
+    matched: int
+    unattributed: int
+    skipped: tuple[Skipped, ...] = ()
+    bytes_read: int = 0
+    decode_replacements: int = 0
+    skipped_lines: int = 0
+    truncated_lines: int = 0
+    notes: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankInfo:
+    """What the logs say about one global rank."""
+
+    rank: int
+    host: str | None = None
+    local_rank: int | None = None
+    pids: tuple[int, ...] = ()
+    sources: tuple[str, ...] = ()
+    first_error: Finding | None = None
+    last_time: str | None = None
+    last_enqueued: int | None = None
+    last_completed: int | None = None
+    last_step: int | None = None
+    timed_out_seq: int | None = None
+    lines: int = 0
+    status: str = ""  # short words: "timed out", "silent", "OOM", "exited -6", ...
+
+
+@dataclass(frozen=True)
+class CollectiveRow:
+    """Per process group and sequence number: who reported what, who stayed silent."""
+
+    pg: str
+    seq: int
+    op: str | None
+    reporters: tuple[int, ...]
+    expected: tuple[int, ...]
+    silent: tuple[int, ...]
+    numel: dict[int, tuple[int | None, int | None]] = field(default_factory=dict)
+    ops: dict[int, str] = field(default_factory=dict)
+    timeout_ms: int | None = None
+    elapsed_ms: dict[int, int] = field(default_factory=dict)
+    note: str = ""
+
+
+@dataclass(frozen=True)
+class TimelineEntry:
+    """One moment of the merged timeline (times corrected by the host offsets)."""
+
+    time: str | None  # ISO-8601, corrected, None for untimestamped lines placed by file order
+    rank: int | None
+    host: str | None
+    pattern: str
+    text: str
+    source: str
+    line: int
+    severity: str = "info"
+
+
+@dataclass(frozen=True)
+class Advice:
+    """One piece of remediation, with why it applies."""
+
+    title: str
+    why: str
+    steps: tuple[str, ...] = ()
+    applies_to: str = ""  # framework/version it is written for
+
+
+@dataclass(frozen=True)
+class SettingFinding:
+    """A lint result for an environment setting seen in the logs."""
+
+    name: str
+    value: str
+    status: str  # unknown | deprecated | misplaced | performance | ok
+    message: str
+    replacement: str | None = None
+    sources: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Environment:
+    """Versions, frameworks and settings seen in the logs."""
+
+    frameworks: tuple[str, ...] = ()
+    launcher: str | None = None
+    versions: dict[str, tuple[str, ...]] = field(default_factory=dict)  # "nccl" -> ("2.20.5",)
+    settings: dict[str, str] = field(default_factory=dict)  # NCCL_X -> value
+    setting_findings: tuple[SettingFinding, ...] = ()
+
+
+@dataclass(frozen=True)
+class Incident:
+    """The whole analysis. Frozen; renderers only read it."""
+
+    verdict: Hypothesis
+    hypotheses: tuple[Hypothesis, ...]
+    world_size: int | None
+    ranks_seen: tuple[int, ...]
+    ranks_missing: tuple[int, ...]
+    ranks: tuple[RankInfo, ...]
+    findings: tuple[Finding, ...]
+    coverage: Coverage
+    events: pl.DataFrame
+    collectives: tuple[CollectiveRow, ...] = ()
+    timeline: tuple[TimelineEntry, ...] = ()
+    host_offsets: dict[str, float] = field(default_factory=dict)  # host -> seconds to add
+    unmatched_templates: tuple[tuple[str, int, str], ...] = ()  # (template, count, example source:line)
+    environment: Environment = field(default_factory=Environment)
+    advice: tuple[Advice, ...] = ()
+    inputs: tuple[str, ...] = ()
+    redacted: bool = False

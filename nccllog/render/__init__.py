@@ -1,0 +1,1 @@
+"""nccllog.render"""
