@@ -1,0 +1,111 @@
+"""Turn what the user named (files, directories, globs, `-`, pasted text) into readable sources."""
+
+from __future__ import annotations
+
+import glob
+import os
+import stat
+from collections.abc import Iterable, Iterator
+from dataclasses import dataclass
+from pathlib import Path
+
+from nccllog.model import Skipped
+
+STDIN = "-"
+
+
+@dataclass(frozen=True)
+class Source:
+    """One input to read: a file on disk, or bytes already in memory (stdin, pasted text)."""
+
+    name: str  # display name used in reports ("<stdin>", "logs/rank_3.log")
+    path: Path | None = None
+    data: bytes | None = None
+
+    @property
+    def compressed(self) -> bool:
+        """True when the source is gzip-compressed (by name or by magic bytes)."""
+        if self.path is not None:
+            return self.path.name.endswith(".gz")
+        return self.data is not None and self.data[:2] == b"\x1f\x8b"
+
+
+def expand_inputs(inputs: Iterable[str | Path], stdin: bytes | None = None) -> tuple[list[Source], list[Skipped]]:
+    """Expand paths, directories (recursively), globs and `-` into sources, sorted within each input.
+
+    Anything that cannot be read is returned as a Skipped entry with the reason instead.
+    """
+    sources: list[Source] = []
+    skipped: list[Skipped] = []
+    seen: set[str] = set()
+    for raw in inputs:
+        item = str(raw)
+        if item == STDIN:
+            if "<stdin>" not in seen:
+                seen.add("<stdin>")
+                sources.append(Source(name="<stdin>", data=stdin or b""))
+            continue
+        if os.path.lexists(item):
+            paths: list[str] = [item]
+        elif glob.has_magic(item):
+            paths = sorted(glob.glob(item, recursive=True))
+            if not paths:
+                skipped.append(Skipped(source=item, reason="no file matches this pattern"))
+                continue
+        else:
+            skipped.append(Skipped(source=item, reason="no such file or directory"))
+            continue
+        for p in paths:
+            for src in _walk(Path(p), skipped):
+                if src.name not in seen:
+                    seen.add(src.name)
+                    sources.append(src)
+    return sources, skipped
+
+
+def _walk(path: Path, skipped: list[Skipped]) -> Iterator[Source]:
+    """Yield readable regular files under ``path`` in sorted order; record what is skipped and why."""
+    visited: set[tuple[int, int]] = set()
+    stack = [path]
+    while stack:
+        p = stack.pop()
+        try:
+            st = p.stat()
+        except FileNotFoundError:
+            skipped.append(Skipped(source=str(p), reason="dangling symbolic link" if p.is_symlink() else "vanished"))
+            continue
+        except OSError as exc:
+            skipped.append(Skipped(source=str(p), reason=_os_reason(exc)))
+            continue
+        if stat.S_ISDIR(st.st_mode):
+            key = (st.st_dev, st.st_ino)
+            if key in visited:
+                skipped.append(Skipped(source=str(p), reason="symbolic link loop (directory already read)"))
+                continue
+            visited.add(key)
+            try:
+                children = sorted(os.scandir(p), key=lambda e: e.name)
+            except OSError as exc:
+                skipped.append(Skipped(source=str(p), reason=_os_reason(exc)))
+                continue
+            if not children and p == path:
+                skipped.append(Skipped(source=str(p), reason="empty directory"))
+            # Reverse so that popping from the stack visits children in name order.
+            stack.extend(Path(c.path) for c in reversed(children))
+        elif stat.S_ISREG(st.st_mode):
+            if not os.access(p, os.R_OK):
+                skipped.append(Skipped(source=str(p), reason="permission denied"))
+                continue
+            yield Source(name=str(p), path=p)
+        elif stat.S_ISFIFO(st.st_mode):
+            skipped.append(Skipped(source=str(p), reason="named pipe (FIFO) not read"))
+        else:
+            skipped.append(Skipped(source=str(p), reason="not a regular file (device or socket)"))
+
+
+def _os_reason(exc: OSError) -> str:
+    if isinstance(exc, PermissionError):
+        return "permission denied"
+    if exc.errno is not None and exc.errno == 40:  # ELOOP
+        return "symbolic link loop"
+    return exc.strerror or type(exc).__name__

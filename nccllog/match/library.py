@@ -1,0 +1,274 @@
+"""Load and check the pattern library (TOML files, one pattern each; see docs/patterns.md)."""
+
+from __future__ import annotations
+
+import tomllib
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+import regex
+
+from nccllog.model import CATEGORIES, EVENT_BASE_COLUMNS, SEVERITIES
+
+SIGNALS: tuple[str, ...] = (
+    "collective_timeout",
+    "work_status",
+    "desync_report",
+    "heartbeat",
+    "dump",
+    "abort",
+    "nccl_error",
+    "nccl_warn",
+    "network_ib",
+    "network_socket",
+    "store_timeout",
+    "cuda_error",
+    "oom",
+    "crash_signal",
+    "python_exception",
+    "process_exit",
+    "root_cause",
+    "actor_died",
+    "xid",
+    "duplicate_gpu",
+    "init",
+    "version",
+    "env_setting",
+    "bootstrap",
+    "progress",
+    "stall",
+    "framework",
+    "info",
+)
+FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex")
+_REQUIRED = ("id", "title", "producer", "family", "versions", "severity", "signal", "keywords", "regex")
+_OPTIONAL = ("category", "meaning", "causes", "remediation", "fields", "examples", "near_misses", "fallback")
+# Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
+INTERNAL_COLUMNS = (
+    "_srun_task",
+    "_ip",
+    "_ray_actor",
+    "_nccl_dev",
+    "_year_known",
+    "_file_rank",
+    "_file_local_rank",
+    "_file_host",
+    "_file_pid",
+    "_file_evidence",
+)
+
+
+@dataclass(frozen=True)
+class Example:
+    """An example line of a pattern and what matching it must yield."""
+
+    line: str
+    fields: dict[str, Any]
+    rank: int | None = None
+    version: str | None = None
+
+
+@dataclass(frozen=True)
+class Pattern:
+    """One compiled pattern of the library."""
+
+    id: str
+    title: str
+    producer: str
+    family: str
+    versions: str
+    severity: str
+    signal: str
+    keywords: tuple[str, ...]
+    regex: regex.Pattern[str]
+    fields: dict[str, str]
+    category: str | None = None
+    meaning: str = ""
+    causes: tuple[str, ...] = ()
+    remediation: tuple[str, ...] = ()
+    examples: tuple[Example, ...] = ()
+    near_misses: tuple[str, ...] = ()
+    fallback: bool = False  # only used when no other pattern matched the line
+    path: str = ""
+
+
+@dataclass(frozen=True)
+class Library:
+    """All patterns, with the keyword index the prefilter uses."""
+
+    patterns: tuple[Pattern, ...]
+    keywords: tuple[str, ...]  # distinct keywords, sorted
+    keyword_patterns: dict[str, tuple[int, ...]] = field(default_factory=dict)
+    field_types: dict[str, str] = field(default_factory=dict)
+
+    def get(self, pattern_id: str) -> Pattern | None:
+        """Return the pattern with this id, or None."""
+        for p in self.patterns:
+            if p.id == pattern_id:
+                return p
+        return None
+
+
+class LibraryError(Exception):
+    """The library has problems; ``problems`` lists every one, each with its file."""
+
+    def __init__(self, problems: Sequence[str]) -> None:
+        super().__init__(f"{len(problems)} problem(s) in the pattern library:\n" + "\n".join(problems))
+        self.problems = list(problems)
+
+
+def builtin_pattern_dir() -> Path:
+    """The shipped pattern folder: nccllog/patterns when installed, else the repository's patterns/."""
+    here = Path(__file__).resolve().parent.parent
+    installed = here / "patterns"
+    if installed.is_dir():
+        return installed
+    return here.parent / "patterns"
+
+
+def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> Library:
+    """Load the built-in patterns plus those in ``extra_dirs``; raise LibraryError listing all problems."""
+    dirs: list[Path] = [builtin_pattern_dir()] if builtin else []
+    problems: list[str] = []
+    for d in extra_dirs:
+        p = Path(d)
+        if not p.is_dir():
+            problems.append(f"{p}: not a directory")
+        else:
+            dirs.append(p)
+    files = sorted({f for d in dirs for f in d.rglob("*.toml")}, key=lambda f: (str(f.parent), f.name))
+    patterns: list[Pattern] = []
+    for f in files:
+        pat = _load_file(f, problems)
+        if pat is not None:
+            patterns.append(pat)
+    field_types: dict[str, str] = {}
+    field_owner: dict[str, str] = {}
+    seen: dict[str, str] = {}
+    for p in patterns:
+        if p.id in seen:
+            problems.append(f"{p.path}: duplicate id {p.id!r} (also in {seen[p.id]})")
+        seen[p.id] = p.path
+        for name, typ in p.fields.items():
+            if name in field_types and field_types[name] != typ:
+                problems.append(
+                    f"{p.path}: field {name!r} is {typ} here but {field_types[name]} in {field_owner[name]}"
+                )
+            field_types.setdefault(name, typ)
+            field_owner.setdefault(name, p.path)
+    if problems:
+        raise LibraryError(problems)
+    patterns.sort(key=lambda p: p.id)
+    index: dict[str, list[int]] = {}
+    for i, p in enumerate(patterns):
+        for k in p.keywords:
+            index.setdefault(k, []).append(i)
+    return Library(
+        patterns=tuple(patterns),
+        keywords=tuple(sorted(index)),
+        keyword_patterns={k: tuple(v) for k, v in sorted(index.items())},
+        field_types=dict(sorted(field_types.items())),
+    )
+
+
+def _load_file(path: Path, problems: list[str]) -> Pattern | None:
+    where = str(path)
+    try:
+        data = tomllib.loads(path.read_text(encoding="utf-8"))
+    except (OSError, UnicodeDecodeError, tomllib.TOMLDecodeError) as exc:
+        problems.append(f"{where}: cannot read: {exc}")
+        return None
+    before = len(problems)
+    for key in _REQUIRED:
+        if key not in data:
+            problems.append(f"{where}: missing key {key!r}")
+    for key in data:
+        if key not in _REQUIRED and key not in _OPTIONAL:
+            problems.append(f"{where}: unknown key {key!r}")
+    if len(problems) > before:
+        return None
+    pid = str(data["id"])
+    where = f"{path} [{pid}]"
+    if data["severity"] not in SEVERITIES:
+        problems.append(f"{where}: severity {data['severity']!r} not in {SEVERITIES}")
+    if data["signal"] not in SIGNALS:
+        problems.append(f"{where}: signal {data['signal']!r} is not a known signal")
+    category = data.get("category")
+    if category is not None and category not in CATEGORIES:
+        problems.append(f"{where}: category {category!r} is not a verdict category")
+    keywords = data["keywords"]
+    if not isinstance(keywords, list) or not keywords or not all(isinstance(k, str) and k for k in keywords):
+        problems.append(f"{where}: keywords must be a non-empty list of non-empty strings")
+        keywords = []
+    fields = data.get("fields", {})
+    if not isinstance(fields, dict):
+        problems.append(f"{where}: [fields] must be a table")
+        fields = {}
+    for name, typ in fields.items():
+        if typ not in FIELD_TYPES:
+            problems.append(f"{where}: field {name!r} has type {typ!r}, not one of {FIELD_TYPES}")
+        if name in EVENT_BASE_COLUMNS or name in INTERNAL_COLUMNS:
+            problems.append(f"{where}: field name {name!r} collides with an event table column")
+    try:
+        rx = regex.compile(data["regex"])
+    except (regex.error, TypeError) as exc:
+        problems.append(f"{where}: regex does not compile: {exc}")
+        return None
+    groups = set(rx.groupindex)
+    if groups != set(fields):
+        problems.append(
+            f"{where}: regex groups {sorted(groups)} differ from [fields] {sorted(fields)}"
+        )
+    examples = []
+    for ex in data.get("examples", []):
+        if not isinstance(ex, dict) or not isinstance(ex.get("line"), str):
+            problems.append(f"{where}: every [[examples]] needs a string 'line'")
+            continue
+        for k in keywords:
+            if k not in ex["line"]:
+                problems.append(f"{where}: keyword {k!r} is absent from example {ex['line'][:80]!r}")
+        for k in ex.get("fields", {}):
+            if k not in fields:
+                problems.append(f"{where}: example names unknown field {k!r}")
+        examples.append(
+            Example(
+                line=ex["line"],
+                fields=dict(ex.get("fields", {})),
+                rank=ex.get("rank"),
+                version=ex.get("version"),
+            )
+        )
+    near = []
+    for nm in data.get("near_misses", []):
+        if not isinstance(nm, dict) or not isinstance(nm.get("line"), str):
+            problems.append(f"{where}: every [[near_misses]] needs a string 'line'")
+            continue
+        near.append(nm["line"])
+    if not examples:
+        problems.append(f"{where}: needs at least one [[examples]]")
+    if not near:
+        problems.append(f"{where}: needs at least one [[near_misses]]")
+    if len(problems) > before:
+        return None
+    return Pattern(
+        id=pid,
+        title=str(data["title"]),
+        producer=str(data["producer"]),
+        family=str(data["family"]),
+        versions=str(data["versions"]),
+        severity=str(data["severity"]),
+        signal=str(data["signal"]),
+        keywords=tuple(keywords),
+        regex=rx,
+        fields={str(k): str(v) for k, v in fields.items()},
+        category=category,
+        meaning=str(data.get("meaning", "")).strip(),
+        causes=tuple(str(c) for c in data.get("causes", [])),
+        remediation=tuple(str(r) for r in data.get("remediation", [])),
+        examples=tuple(examples),
+        near_misses=tuple(near),
+        fallback=bool(data.get("fallback", False)),
+        path=str(path),
+    )

@@ -1,0 +1,238 @@
+"""Candidate lines -> events: attribution of each line, then the regexes of the patterns whose keywords hit.
+
+A line may match several patterns; a pattern marked ``fallback`` is used only when no other
+pattern matched. Lines that hit no pattern but look like warnings or errors are grouped into
+masked templates so that unknown failures still show up.
+"""
+
+from __future__ import annotations
+
+from collections import Counter
+from collections.abc import Mapping
+from dataclasses import dataclass
+from typing import Any
+
+import polars as pl
+import regex
+
+from nccllog.ingest.paths import FileAttrs, attrs_from_path
+from nccllog.ingest.prefixes import LineAttrs, parse_line
+from nccllog.match.library import Library, Pattern
+from nccllog.model import EVENT_BASE_COLUMNS
+
+# Words that make an unmatched line worth reporting as an unknown template. They are also
+# prefilter keywords, so such lines reach the matcher.
+ALERT_WORDS: tuple[str, ...] = (
+    "NCCL WARN",
+    "ERROR",
+    "Error",
+    "error:",
+    "FATAL",
+    "Fatal",
+    "Traceback",
+    "Exception",
+    "failed",
+    "Failed",
+    "[E",
+    "[F",
+    "Killed",
+    "Segmentation fault",
+    "Aborted",
+)
+MAX_TEXT = 4000  # characters of the raw line kept in the events table
+_INT64_MAX = 2**63 - 1
+_ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
+_MASK = regex.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+(?:\.\d+)*")
+
+INTERNAL_SCHEMA: dict[str, Any] = {
+    "_srun_task": pl.Int64,
+    "_ip": pl.String,
+    "_ray_actor": pl.String,
+    "_nccl_dev": pl.Int64,
+    "_year_known": pl.Boolean,
+    "_file_rank": pl.Int64,
+    "_file_local_rank": pl.Int64,
+    "_file_host": pl.String,
+    "_file_pid": pl.Int64,
+    "_file_evidence": pl.String,
+}
+_FIELD_DTYPES: dict[str, Any] = {"int": pl.Int64, "hex": pl.Int64, "float": pl.Float64, "str": pl.String}
+
+
+@dataclass(frozen=True)
+class MatchResult:
+    """Events (raw attribution, internal `_` columns included) and unmatched alert templates."""
+
+    events: pl.DataFrame
+    templates: tuple[tuple[str, int, str], ...]  # (masked template, count, "source:line" example)
+    overflow_fields: int  # integer fields that did not fit in 64 bits and became null
+
+
+def prefilter_keywords(library: Library) -> list[str]:
+    """All keywords the reader must look for: the library's plus the alert words."""
+    return sorted(set(library.keywords) | set(ALERT_WORDS))
+
+
+def events_schema(library: Library) -> dict[str, Any]:
+    """Column -> dtype of the events table for this library (base, then fields sorted, then internal)."""
+    schema = dict(EVENT_BASE_COLUMNS)
+    for name, typ in library.field_types.items():
+        schema[name] = _FIELD_DTYPES[typ]
+    schema.update(INTERNAL_SCHEMA)
+    return schema
+
+
+def match_lines(lines: pl.DataFrame, library: Library) -> MatchResult:
+    """Match candidate lines (columns source, line, text) against the library."""
+    schema = events_schema(library)
+    columns: dict[str, list[Any]] = {name: [] for name in schema}
+    field_names = list(library.field_types)
+    templates: Counter[str] = Counter()
+    template_example: dict[str, str] = {}
+    overflow = 0
+    if lines.height == 0:
+        return MatchResult(pl.DataFrame(schema=schema), (), 0)
+    hits = lines.select(
+        "source",
+        "line",
+        "text",
+        pl.col("text").str.extract_many(list(library.keywords), overlapping=True).alias("kw")
+        if library.keywords
+        else pl.lit([], dtype=pl.List(pl.String)).alias("kw"),
+    )
+    alert = list(ALERT_WORDS)
+    file_cache: dict[str, FileAttrs] = {}
+    for source, line_no, text, kws in hits.iter_rows():
+        fa = file_cache.get(source)
+        if fa is None:
+            fa = file_cache[source] = attrs_from_path(source)
+        for segment in _segments(text):
+            candidates = _candidate_patterns(library, kws, segment)
+            attrs: LineAttrs | None = None
+            matched = False
+            for fallback_pass in (False, True):
+                if matched:
+                    break
+                for pat in candidates:
+                    if pat.fallback != fallback_pass:
+                        continue
+                    if attrs is None:
+                        attrs = parse_line(segment)
+                    m = pat.regex.search(attrs.message)
+                    if m is None:
+                        continue
+                    matched = True
+                    values, lost = _typed_fields(pat, m)
+                    overflow += lost
+                    _append(columns, field_names, source, line_no, segment, attrs, fa, pat, values)
+            if not matched and any(w in segment for w in alert):
+                if attrs is None:
+                    attrs = parse_line(segment)
+                tpl = _MASK.sub("N", attrs.message.strip())[:200]
+                if tpl:
+                    templates[tpl] += 1
+                    template_example.setdefault(tpl, f"{source}:{line_no}")
+    events = pl.DataFrame(columns, schema=schema)
+    ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
+    return MatchResult(
+        events=events,
+        templates=tuple((t, c, template_example[t]) for t, c in ordered),
+        overflow_fields=overflow,
+    )
+
+
+def _segments(text: str) -> list[str]:
+    """Split a physical line at bare carriage returns (tqdm redraws); drop ANSI escapes."""
+    if "\x1b" in text:
+        text = _ANSI.sub("", text)
+    if "\r" not in text:
+        return [text]
+    return [s for s in text.split("\r") if s.strip()]
+
+
+def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -> list[Pattern]:
+    idx: set[int] = set()
+    for k in kws or ():
+        idx.update(library.keyword_patterns.get(k, ()))
+    # The keywords were found in the whole physical line; a CR segment may lack them.
+    return [library.patterns[i] for i in sorted(idx) if any(k in segment for k in library.patterns[i].keywords)]
+
+
+def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
+    values: dict[str, Any] = {}
+    lost = 0
+    for name, typ in pat.fields.items():
+        raw = m.group(name)
+        if raw is None:
+            values[name] = None
+            continue
+        if typ == "str":
+            values[name] = raw
+            continue
+        try:
+            if typ == "float":
+                values[name] = float(raw)
+                continue
+            num = int(raw, 16) if typ == "hex" else int(raw)
+        except ValueError:
+            values[name] = None
+            continue
+        if -_INT64_MAX - 1 <= num <= _INT64_MAX:
+            values[name] = num
+        else:
+            values[name] = None
+            lost += 1
+    return values, lost
+
+
+def _append(
+    columns: dict[str, list[Any]],
+    field_names: list[str],
+    source: str,
+    line_no: int,
+    text: str,
+    a: LineAttrs,
+    fa: FileAttrs,
+    pat: Pattern,
+    values: Mapping[str, Any],
+) -> None:
+    when = None
+    year_known = None
+    if a.time is not None:
+        year_known = a.time.year is not None
+        # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
+        # rank resolution infers the real one from the rest of the logs.
+        when = a.time.complete(2000)
+    row: dict[str, Any] = {
+        "source": source,
+        "line": line_no,
+        "text": text[:MAX_TEXT],
+        "message": a.message[:MAX_TEXT],
+        "pattern": pat.id,
+        "signal": pat.signal,
+        "category": pat.category,
+        "severity": pat.severity,
+        "rank": a.rank,
+        "local_rank": a.local_rank,
+        "pg": a.pg,
+        "pg_rank": a.pg_rank,
+        "host": a.host,
+        "pid": a.pid,
+        "time": when,
+        "repeat": a.repeat,
+        "attribution": None,
+        "_srun_task": a.srun_task,
+        "_ip": a.ip,
+        "_ray_actor": a.ray_actor,
+        "_nccl_dev": a.nccl_dev,
+        "_year_known": year_known,
+        "_file_rank": fa.rank,
+        "_file_local_rank": fa.local_rank,
+        "_file_host": fa.host,
+        "_file_pid": fa.pid,
+        "_file_evidence": fa.evidence or None,
+    }
+    for name in field_names:
+        row[name] = values.get(name)
+    for name, col in columns.items():
+        col.append(row[name])
