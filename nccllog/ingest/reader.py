@@ -54,14 +54,17 @@ class ReadResult:
 
 def read_sources(
     sources: Sequence[Source],
-    keywords: Sequence[str],
+    keywords: Sequence[str] | None,
     *,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
 ) -> ReadResult:
-    """Read every source and keep the lines that contain any keyword, plus each file's last lines."""
+    """Read every source and keep the lines that contain any keyword, plus each file's last lines.
+
+    ``keywords=None`` keeps every line (for per-line attribution listings, not for analysis).
+    """
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
-    kw = list(keywords)
+    kw = None if keywords is None else list(keywords)
     for src in sources:
         st = FileStats(source=src.name)
         frames.extend(_read_one(src, kw, st, max_decompressed))
@@ -73,7 +76,7 @@ def read_sources(
     return ReadResult(lines=lines, stats=tuple(stats))
 
 
-def _read_one(src: Source, keywords: list[str], st: FileStats, max_decompressed: int) -> list[pl.DataFrame]:
+def _read_one(src: Source, keywords: list[str] | None, st: FileStats, max_decompressed: int) -> list[pl.DataFrame]:
     frames: list[pl.DataFrame] = []
     tail: pl.DataFrame | None = None
     line_no = 0
@@ -97,7 +100,12 @@ def _read_one(src: Source, keywords: list[str], st: FileStats, max_decompressed:
         if long.height:
             st.truncated_lines += long.height
             df = df.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES))
-        hits = df.filter(pl.col("text").str.contains_any(keywords)) if keywords else df.clear()
+        if keywords is None:
+            hits = df
+        elif keywords:
+            hits = df.filter(pl.col("text").str.contains_any(keywords))
+        else:
+            hits = df.clear()
         if hits.height:
             frames.append(hits)
         tail = df.tail(TAIL_LINES)

@@ -82,8 +82,12 @@ def events_schema(library: Library) -> dict[str, Any]:
     return schema
 
 
-def match_lines(lines: pl.DataFrame, library: Library) -> MatchResult:
-    """Match candidate lines (columns source, line, text) against the library."""
+def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool = False) -> MatchResult:
+    """Match candidate lines (columns source, line, text) against the library.
+
+    With ``keep_unmatched`` every line becomes a row (pattern null where nothing matched), which
+    gives per-line attribution listings.
+    """
     schema = events_schema(library)
     columns: dict[str, list[Any]] = {name: [] for name in schema}
     field_names = list(library.field_types)
@@ -125,6 +129,10 @@ def match_lines(lines: pl.DataFrame, library: Library) -> MatchResult:
                     values, lost = _typed_fields(pat, m)
                     overflow += lost
                     _append(columns, field_names, source, line_no, segment, attrs, fa, pat, values)
+            if not matched and keep_unmatched:
+                if attrs is None:
+                    attrs = parse_line(segment)
+                _append(columns, field_names, source, line_no, segment, attrs, fa, None, {})
             if not matched and any(w in segment for w in alert):
                 if attrs is None:
                     attrs = parse_line(segment)
@@ -193,7 +201,7 @@ def _append(
     text: str,
     a: LineAttrs,
     fa: FileAttrs,
-    pat: Pattern,
+    pat: Pattern | None,
     values: Mapping[str, Any],
 ) -> None:
     when = None
@@ -208,10 +216,10 @@ def _append(
         "line": line_no,
         "text": text[:MAX_TEXT],
         "message": a.message[:MAX_TEXT],
-        "pattern": pat.id,
-        "signal": pat.signal,
-        "category": pat.category,
-        "severity": pat.severity,
+        "pattern": pat.id if pat else None,
+        "signal": pat.signal if pat else None,
+        "category": pat.category if pat else None,
+        "severity": pat.severity if pat else None,
         "rank": a.rank,
         "local_rank": a.local_rank,
         "pg": a.pg,

@@ -1,0 +1,70 @@
+"""Every fixture under fixtures/ yields the verdict its expect.toml states, and its lines get the
+ranks a careful human would give them."""
+
+from __future__ import annotations
+
+import os
+import tomllib
+from collections.abc import Iterator
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+import nccllog
+from nccllog.model import CONFIDENCES
+from nccllog.pipeline import attribute
+
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
+
+
+@contextmanager
+def _inside(folder: Path) -> Iterator[None]:
+    old = Path.cwd()
+    os.chdir(folder)
+    try:
+        yield
+    finally:
+        os.chdir(old)
+
+
+def _expect(folder: Path) -> dict[str, Any]:
+    return tomllib.loads((folder / "expect.toml").read_text(encoding="utf-8"))
+
+
+@pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_verdict(folder: Path) -> None:
+    want = _expect(folder)["expect"]
+    with _inside(folder):
+        incident = nccllog.analyze("logs")
+    v = incident.verdict
+    assert v.category == want["category"], f"{folder.name}: {v.category} ({v.summary})"
+    assert sorted(v.culprit_ranks) == sorted(want["culprit_ranks"]), f"{folder.name}: {v.summary}"
+    if "culprit_hosts" in want:
+        assert sorted(v.culprit_hosts) == sorted(want["culprit_hosts"]), f"{folder.name}: {v.summary}"
+    assert CONFIDENCES.index(v.confidence) >= CONFIDENCES.index(want["min_confidence"]), v.summary
+    if "world_size" in want:
+        assert incident.world_size == want["world_size"]
+
+
+@pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def test_line_attribution(folder: Path) -> None:
+    checks = _expect(folder).get("lines", [])
+    if not checks:
+        pytest.skip("no attribution checks")
+    with _inside(folder):
+        rows = attribute("logs").to_dicts()
+    for check in checks:
+        hits = [
+            r
+            for r in rows
+            if check["contains"] in r["text"] and ("source" not in check or r["source"] == check["source"])
+        ]
+        assert hits, f"{folder.name}: no line contains {check['contains']!r}"
+        want = None if check["rank"] == -1 else check["rank"]
+        got = hits[0]
+        assert got["rank"] == want, (
+            f"{folder.name}: {got['source']}:{got['line']} rank {got['rank']}, expected {want} ({got['attribution']})"
+        )
