@@ -1,40 +1,67 @@
-"""Events -> Incident (placeholder verdict: the first fatal finding; the correlation engine replaces it)."""
+"""Events -> Incident: per-rank metrics, collective alignment, a merged timeline, and the verdict.
+
+Order of work (each step a function of the previous one's table):
+1. ``frame.prepare``: every field column present and typed, rows numbered in file order.
+2. failures weighed (``ranks_state.classify_failures``), world size and places
+   (``network.build``), the rank each failure line is about (``subject_ranks``).
+3. host clock offsets from sync points, corrected times (``timeline``).
+4. watchdog timeouts aligned per (group, seq) (``collectives``), per-rank metrics (``rank_states``).
+5. every rule of ``hypotheses`` proposes causes; the best-scored one is the verdict, ``unknown``
+   when nothing separates them, ``no_failure`` when nothing failed.
+"""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import Any
 
 import polars as pl
 
+from nccllog.correlate import hypotheses as hy
+from nccllog.correlate import network, timeline
+from nccllog.correlate import wording as w
+from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
+from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
 from nccllog.correlate.ranks import Topology
+from nccllog.correlate.ranks_state import (
+    RankState,
+    classify_failures,
+    infer_world,
+    rank_states,
+    subject_ranks,
+    unattributed_failures,
+)
 from nccllog.match.library import Library
-from nccllog.model import Coverage, Evidence, Finding, Hypothesis, Incident, RankInfo
+from nccllog.model import Coverage, Finding, Hypothesis, Incident, RankInfo
 
-_FATAL = ("error", "critical")
+_FINDING_SEVERITIES = ("warning", "error", "critical")
+UNKNOWN_BELOW = 0.3
+TIE = 0.01
 
 
 def findings_from_events(events: pl.DataFrame, library: Library) -> tuple[Finding, ...]:
     """The JSON contract's findings: every event of severity warning or above, in source order."""
-    out = []
-    rows = events.filter(pl.col("severity").is_in(["warning", "error", "critical"])).sort("source", "line")
-    for row in rows.iter_rows(named=True):
-        pat = library.get(row["pattern"])
-        fields = {k: row[k] for k in (pat.fields if pat else {}) if row.get(k) is not None}
-        out.append(
-            Finding(
-                pattern=row["pattern"],
-                source=row["source"],
-                line=row["line"],
-                rank=row["rank"],
-                host=row["host"],
-                time=row["time"].isoformat() if row["time"] is not None else None,
-                fields=fields,
-                severity=row["severity"],
-                text=row["text"],
-                signal=row["signal"],
-            )
-        )
-    return tuple(out)
+    rows = events.filter(pl.col("severity").is_in(list(_FINDING_SEVERITIES))).sort("source", "line")
+    return tuple(finding(row, library) for row in rows.iter_rows(named=True))
+
+
+def finding(row: dict[str, Any], library: Library) -> Finding:
+    """One events row as a Finding (its pattern's fields only)."""
+    pat = library.get(row["pattern"]) if row.get("pattern") else None
+    fields = {k: row[k] for k in (pat.fields if pat else {}) if row.get(k) is not None}
+    t = row.get("time")
+    return Finding(
+        pattern=row["pattern"] or "",
+        source=row["source"],
+        line=row["line"],
+        rank=row["rank"],
+        host=row["host"],
+        time=t.isoformat() if t is not None else None,
+        fields=fields,
+        severity=row["severity"] or "info",
+        text=row["text"],
+        signal=row["signal"] or "",
+    )
 
 
 def diagnose(
@@ -46,36 +73,152 @@ def diagnose(
     library: Library,
     inputs: Sequence[str],
 ) -> Incident:
-    """Correlate ranks and pick the best hypothesis."""
+    """Correlate the ranks and pick the best hypothesis."""
     findings = findings_from_events(events, library)
-    fatal = [f for f in findings if f.severity in _FATAL]
-    if fatal:
-        first = fatal[0]
-        pat = library.get(first.pattern)
-        category = (pat.category if pat else None) or "unknown"
-        ranks = (first.rank,) if first.rank is not None else ()
-        verdict = Hypothesis(
-            category=category,
-            culprit_ranks=ranks,
-            culprit_hosts=(),
-            confidence="low",
-            summary=f"First error: {first.pattern} at {first.source}:{first.line}.",
-            score=0.1,
-            evidence=(Evidence(first.source, first.line, first.rank, first.text),),
-        )
-    else:
-        verdict = Hypothesis("no_failure", (), (), "low", "No failure found in the logs.", 0.0)
-    seen = tuple(sorted({int(r) for r in events["rank"].drop_nulls().to_list()})) if events.height else ()
+    ev = classify_failures(prepare(events))
+    world_size, _why = infer_world(ev, topology)
+    seen = tuple(sorted({int(r) for r in ev["rank"].drop_nulls().unique().to_list()}))
+    world = tuple(range(world_size)) if world_size else seen
+    missing = tuple(r for r in world if r not in seen)
+    book = network.build(ev, topology, world)
+    ev = subject_ranks(ev, topology, book)
+    offsets = timeline.estimate_offsets(ev)
+    ev = apply_offsets(ev, offsets)
+    timeouts = collect_timeouts(ev)
+    aligned = align(timeouts, world, group_members(ev))
+    states = rank_states(ev, timeouts, world, book)
+    ctx = hy.Context(
+        ev=ev,
+        states=states,
+        world=world,
+        world_size=world_size,
+        seen=seen,
+        missing=missing,
+        aligned=aligned,
+        book=book,
+        library=library,
+        coverage=coverage,
+        unattributed=unattributed_failures(ev),
+    )
+    drafts: list[hy.Draft] = []
+    for rule in (hy.hang, hy.failstop, hy.network, hy.bootstrap, hy.versions, hy.progress, hy.stalls):
+        drafts.extend(rule(ctx))
+    drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
+    hypotheses = hy.finish(ctx, drafts)
+    verdict = _choose(ctx, hypotheses)
+    if not hypotheses or verdict is not hypotheses[0]:
+        hypotheses = [verdict, *hypotheses]
     return Incident(
         verdict=verdict,
-        hypotheses=(verdict,),
-        world_size=topology.world_size,
+        hypotheses=tuple(hypotheses),
+        world_size=world_size,
         ranks_seen=seen,
-        ranks_missing=(),
-        ranks=tuple(RankInfo(rank=r) for r in seen),
+        ranks_missing=missing,
+        ranks=tuple(_rank_info(st, aligned, library) for st in states.values()),
         findings=findings,
         coverage=coverage,
         events=events,
+        collectives=tuple(a.row() for a in aligned),
+        timeline=timeline.build(ev),
+        host_offsets=offsets,
         unmatched_templates=tuple(templates),
         inputs=tuple(inputs),
     )
+
+
+def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
+    """The verdict: the best hypothesis, ``no_failure``, or ``unknown``."""
+    failed = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"])).height > 0
+    if not hyps:
+        if not failed:
+            complete = not ctx.missing and not ctx.coverage.skipped and not ctx.coverage.truncated_lines
+            n = len(ctx.seen)
+            return Hypothesis(
+                category="no_failure",
+                culprit_ranks=(),
+                culprit_hosts=(),
+                confidence="high" if complete and n else "medium",
+                summary=(
+                    f"No failure found: {w.plural(n, 'rank')} logged no error, timeout or crash."
+                    if n
+                    else "No failure found in the logs."
+                ),
+                score=0.0,
+                rules_in=("No line of error severity and no hang signal on any rank.",),
+                rules_out=(
+                    ()
+                    if complete
+                    else ("Some ranks' logs are missing or cut; a failure there would not show.",)
+                ),
+            )
+        return _unknown(ctx, hyps, "the logs show errors that no rule could place")
+    best = hyps[0]
+    if best.score < UNKNOWN_BELOW:
+        return _unknown(ctx, hyps, "the evidence for every explanation is weak")
+    if len(hyps) > 1:
+        second = hyps[1]
+        if (
+            best.score - second.score < TIE
+            and second.category != best.category
+            and second.culprit_ranks != best.culprit_ranks
+            and {best.category, second.category} != {"straggler_hang", "config_timeout_too_short"}
+        ):
+            return _unknown(ctx, hyps, "two explanations fit the logs equally well")
+    return best
+
+
+def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
+    alts = "; ".join(f"{h.category} ({h.summary})" for h in hyps[:2])
+    summary = f"The logs do not separate the possible causes: {why}" + (f" — {alts}" if alts else "") + "."
+    return Hypothesis(
+        category="unknown",
+        culprit_ranks=(),
+        culprit_hosts=(),
+        confidence="low",
+        summary=summary,
+        score=hyps[0].score if hyps else 0.0,
+        evidence=hyps[0].evidence if hyps else (),
+        rules_in=(why[:1].upper() + why[1:] + ".",),
+        rules_out=tuple(f"{h.category}: {h.summary}" for h in hyps[:3]),
+        collect_next_time=hy.COLLECT_NEXT_TIME,
+    )
+
+
+def _rank_info(st: RankState, aligned: list[Aligned], library: Library) -> RankInfo:
+    main_pg = aligned[0].pg if aligned else DEFAULT_PG
+    first = st.timeouts[0] if st.timeouts else None
+    return RankInfo(
+        rank=st.rank,
+        host=st.host,
+        local_rank=st.local_rank,
+        pids=st.pids,
+        sources=st.sources,
+        first_error=finding(st.first_error, library) if st.first_error else None,
+        last_time=st.last_time.isoformat() if st.last_time else None,
+        last_enqueued=st.last_enqueued.get(main_pg),
+        last_completed=st.last_completed.get(main_pg),
+        last_step=st.last_step,
+        timed_out_seq=first.seq if first else None,
+        lines=st.lines,
+        status=_status(st, aligned),
+    )
+
+
+def _status(st: RankState, aligned: list[Aligned]) -> str:
+    if not st.seen:
+        return "no log"
+    if st.failure is not None and st.failure.weight >= 0.5:
+        return {
+            "oom": "OOM",
+            "cuda_error": "CUDA error",
+            "segfault_crash": "crashed",
+            "gpu_hardware_xid": "Xid",
+        }.get(st.failure.category, st.failure.category.replace("_", " "))
+    if st.timeouts:
+        t = st.timeouts[0]
+        return f"timed out at {w.collective(t.op, t.seq)}"
+    if aligned and aligned[0].membership_known and st.rank in aligned[0].silent:
+        return "silent"
+    if st.exitcode is not None:
+        return f"exited {st.exitcode}"
+    return "ok"

@@ -1,0 +1,158 @@
+"""The events table as the correlation stage reads it: every field it uses exists with its type.
+
+The pattern library decides which field columns an events table has; a library without, say, an
+IB pattern has no ``ib_status`` column. ``prepare`` adds the missing ones (all null), casts the
+ones it reads to the types docs/patterns.md gives them, orders the rows by source and line, and
+adds three columns of its own:
+
+- ``_i``: the row's position in (source, line) order, the tie-breaker for every "first";
+- ``pgk``: the process group key (``"0"`` for the default group, whatever the line names otherwise);
+- ``ctime``: the time corrected by the host's clock offset (filled in by ``apply_offsets``).
+"""
+
+from __future__ import annotations
+
+from collections.abc import Iterable, Mapping
+from typing import Any
+
+import polars as pl
+
+from nccllog.model import EVENT_BASE_COLUMNS
+
+INT = pl.Int64
+STR = pl.String
+FLOAT = pl.Float64
+
+# Fields of docs/patterns.md that the correlation reads, with their types.
+FIELDS: dict[str, Any] = {
+    "seq": INT,
+    "op": STR,
+    "numel_in": INT,
+    "numel_out": INT,
+    "shape": STR,
+    "timeout_ms": INT,
+    "elapsed_ms": INT,
+    "last_enqueued": INT,
+    "last_completed": INT,
+    "lagging_ranks": STR,
+    "nccl_version": STR,
+    "torch_version": STR,
+    "cuda_version": STR,
+    "cuda_driver": INT,
+    "comm": STR,
+    "comm_id": STR,
+    "comm_rank": INT,
+    "nranks": INT,
+    "cuda_dev": INT,
+    "bus_id": STR,
+    "phase": STR,
+    "env_var": STR,
+    "env_value": STR,
+    "iface": STR,
+    "ip": STR,
+    "port": INT,
+    "net": STR,
+    "peer": STR,
+    "peer_addr": STR,
+    "ib_status": INT,
+    "vendor_err": INT,
+    "opcode": INT,
+    "req_type": STR,
+    "hca": STR,
+    "error": STR,
+    "error_name": STR,
+    "code": INT,
+    "exitcode": INT,
+    "signal_name": STR,
+    "target_rank": INT,
+    "target_local_rank": INT,
+    "target_pid": INT,
+    "target_host": STR,
+    "other_rank": INT,
+    "xid": INT,
+    "pci": STR,
+    "seconds": FLOAT,
+    "joined": INT,
+    "world_size": INT,
+    "step": INT,
+    "total_steps": INT,
+    "size": STR,
+    "gpu": INT,
+    "src_file": STR,
+    "count": INT,
+    "key": STR,
+    "framework": STR,
+    "op_count": INT,
+}
+
+DEFAULT_PG = "0"
+_DEFAULT_PG_NAMES = ("0", "default_pg", "default", "default_group")
+
+
+def prepare(events: pl.DataFrame) -> pl.DataFrame:
+    """Add missing columns, cast the read ones, sort by (source, line) and number the rows."""
+    ev = events
+    missing = [
+        pl.lit(None, dtype=dt).alias(name)
+        for name, dt in EVENT_BASE_COLUMNS.items()
+        if name not in ev.columns
+    ]
+    missing += [pl.lit(None, dtype=dt).alias(name) for name, dt in FIELDS.items() if name not in ev.columns]
+    if missing:
+        ev = ev.with_columns(missing)
+    casts = [
+        pl.col(name).cast(dt, strict=False)
+        for name, dt in {**EVENT_BASE_COLUMNS, **FIELDS}.items()
+        if ev.schema[name] != dt
+    ]
+    if casts:
+        ev = ev.with_columns(casts)
+    ev = ev.sort("source", "line", maintain_order=True).with_row_index("_i")
+    return ev.with_columns(
+        _i=pl.col("_i").cast(pl.Int64),
+        repeat=pl.col("repeat").fill_null(1).clip(lower_bound=1),
+        pgk=pg_key(pl.col("pg")),
+        ctime=pl.col("time"),
+    )
+
+
+def pg_key(expr: pl.Expr) -> pl.Expr:
+    """Normalise a process-group id: the default group is ``"0"`` however the line names it."""
+    s = expr.cast(pl.String).str.strip_chars()
+    return (
+        pl.when(s.is_null())
+        .then(pl.lit(None, dtype=pl.String))
+        .when(s.str.to_lowercase().is_in(list(_DEFAULT_PG_NAMES)) | s.str.contains("default_pg"))
+        .then(pl.lit(DEFAULT_PG))
+        .otherwise(s)
+    )
+
+
+def apply_offsets(ev: pl.DataFrame, offsets: Mapping[str, float]) -> pl.DataFrame:
+    """Set ``ctime`` = ``time`` + the host's offset (seconds); hosts without one keep their time."""
+    if not offsets:
+        return ev.with_columns(ctime=pl.col("time"))
+    micros = {h: round(s * 1_000_000) for h, s in offsets.items()}
+    shift = pl.col("host").replace_strict(micros, default=0, return_dtype=pl.Int64).fill_null(0)
+    return ev.with_columns(ctime=pl.col("time") + pl.duration(microseconds=shift))
+
+
+def rows(df: pl.DataFrame) -> list[dict[str, Any]]:
+    """The rows of a (small) frame as dictionaries."""
+    return df.to_dicts()
+
+
+def int_list(text: str | None) -> tuple[int, ...]:
+    """``"1, 5"`` / ``"[1, 5]"`` -> (1, 5); anything unparsable is skipped."""
+    if not text:
+        return ()
+    out = []
+    for part in text.replace("[", " ").replace("]", " ").replace(",", " ").split():
+        if part.lstrip("-").isdigit():
+            out.append(int(part))
+    return tuple(out)
+
+
+def unique_sorted(values: Iterable[Any]) -> tuple[Any, ...]:
+    """Distinct non-null values, sorted."""
+    return tuple(sorted({v for v in values if v is not None}))

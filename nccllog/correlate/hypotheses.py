@@ -1,0 +1,1215 @@
+"""Hypotheses: each rule looks at the per-rank metrics and the aligned collectives and proposes a
+cause (category, culprit ranks/hosts, evidence, why it holds, why the alternatives are weaker, a
+score). The verdict is the best-scored one; confidence is the score less what the data lacks.
+
+Rules reason from signals and fields only (docs/patterns.md), never from pattern ids, so that
+new patterns and unseen logs feed them unchanged.
+"""
+
+from __future__ import annotations
+
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass, field
+from datetime import datetime, timedelta
+from typing import Any
+
+import polars as pl
+
+from nccllog.correlate import wording as w
+from nccllog.correlate.collectives import Aligned
+from nccllog.correlate.frame import DEFAULT_PG, int_list
+from nccllog.correlate.network import AddressBook
+from nccllog.correlate.ranks_state import Failure, RankState
+from nccllog.match.library import Library
+from nccllog.model import Coverage, Evidence, Hypothesis
+
+COLLECT_NEXT_TIME = (
+    "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps its flight recorder on timeout",
+    "TORCH_NCCL_DESYNC_DEBUG=1: the watchdog names the ranks that did not join",
+    "NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=<dir>/nccl_%h_%p.log: one NCCL log per process",
+    "one log file per rank (torchrun --log-dir, or --tee 3 / srun --label so every line carries its rank)",
+)
+# Words of long rank-local phases (checkpointing, evaluation, data preparation) in log messages.
+PHASE_WORDS = (
+    "checkpoint",
+    "Checkpoint",
+    "save",
+    "Save",
+    "saving",
+    "Saving",
+    "eval",
+    "Eval",
+    "validat",
+    "Validat",
+    "generat",
+    "Generat",
+    "rollout",
+    "Rollout",
+    "tokeniz",
+    "Tokeniz",
+    "preprocess",
+    "Preprocess",
+    "cluster",
+    "k-means",
+    "kmeans",
+    "indexing",
+    "Indexing",
+    "merg",
+    "Merg",
+    "state dict",
+    "state_dict",
+    "download",
+    "Download",
+)
+SMALL_NUMEL = 64
+STRONG = 0.75
+MEDIUM = 0.5
+
+
+@dataclass
+class Draft:
+    """A hypothesis under construction."""
+
+    category: str
+    culprits: tuple[int, ...]
+    hosts: tuple[str, ...] = ()
+    score: float = 0.0
+    summary: str = ""
+    evidence: list[Evidence] = field(default_factory=list)
+    rules_in: list[str] = field(default_factory=list)
+    rules_out: list[str] = field(default_factory=list)
+    remediation: list[str] = field(default_factory=list)
+    collect: list[str] = field(default_factory=list)
+    penalty: float = 0.0
+    penalty_why: list[str] = field(default_factory=list)
+    kind: str = ""  # which rule proposed it (for merging and tests)
+
+    def penalise(self, amount: float, why: str) -> None:
+        """Lower the confidence (not the ranking) for a gap in the data."""
+        if why not in self.penalty_why:
+            self.penalty += amount
+            self.penalty_why.append(why)
+
+
+@dataclass
+class Context:
+    """What every rule may read."""
+
+    ev: pl.DataFrame
+    states: dict[int, RankState]
+    world: tuple[int, ...]
+    world_size: int | None
+    seen: tuple[int, ...]
+    missing: tuple[int, ...]
+    aligned: list[Aligned]
+    book: AddressBook
+    library: Library
+    coverage: Coverage
+    unattributed: list[Failure]
+
+    @property
+    def main(self) -> Aligned | None:
+        """The collective most ranks timed out on."""
+        return self.aligned[0] if self.aligned else None
+
+
+# --------------------------------------------------------------------------- helpers
+
+
+def evidence(row: dict[str, Any], note: str = "") -> Evidence:
+    """An Evidence record from an events row."""
+    t = row.get("ctime") or row.get("time")
+    return Evidence(
+        source=row["source"],
+        line=row["line"],
+        rank=row.get("rank"),
+        text=row["text"],
+        host=row.get("host"),
+        time=t.isoformat() if isinstance(t, datetime) else None,
+        note=note,
+    )
+
+
+def _first(rows: Iterable[dict[str, Any]], n: int) -> list[dict[str, Any]]:
+    return sorted(rows, key=lambda r: (r.get("ctime") is None, r.get("ctime") or datetime.min, r["_i"]))[:n]
+
+
+def _remediation(library: Library, rows: Iterable[dict[str, Any]]) -> list[str]:
+    out: list[str] = []
+    for r in rows:
+        pat = library.get(r.get("pattern") or "")
+        for step in pat.remediation if pat else ():
+            if step not in out:
+                out.append(step)
+    return out[:6]
+
+
+def _silent_evidence(ctx: Context, ranks: Iterable[int]) -> list[Evidence]:
+    out = []
+    for r in ranks:
+        st = ctx.states.get(r)
+        if st and st.last_row:
+            out.append(evidence(st.last_row, f"last line from rank {r}"))
+    return out[:4]
+
+
+def _phase_rows(ctx: Context, ranks: Iterable[int], since: datetime | None) -> list[dict[str, Any]]:
+    """Lines of these ranks that name a long rank-local phase (checkpoint, evaluation, …)."""
+    sub = ctx.ev.filter(
+        pl.col("rank").is_in(list(ranks)) & pl.col("message").str.contains_any(list(PHASE_WORDS))
+    )
+    sub = sub.filter(pl.col("_fw") < 0.3)
+    if since is not None:
+        sub = sub.filter(pl.col("ctime").is_null() | (pl.col("ctime") >= since - timedelta(minutes=30)))
+    return sub.sort("_i").tail(4).to_dicts()
+
+
+# --------------------------------------------------------------------------- hangs
+
+
+def hang(ctx: Context) -> list[Draft]:
+    """Collective timeouts: mismatch, skew, silent ranks, and config vs straggler."""
+    main = ctx.main
+    if main is None:
+        return []
+    drafts: list[Draft] = []
+    for rule in (_mismatch, _seq_skew):
+        d = rule(ctx, main)
+        if d is not None:
+            drafts.append(d)
+    stragglers = [
+        d for d in (_silence(ctx, main), _enqueue_skew(ctx, main), _desync(ctx), _heartbeat(ctx)) if d
+    ]
+    merged = _merge(stragglers)
+    for d in merged:
+        drafts.extend(_config_or_straggler(ctx, main, d))
+    if not drafts:
+        drafts.extend(_config_or_straggler(ctx, main, _nobody(ctx, main)))
+    for d in drafts:
+        if not d.culprits and not d.hosts:
+            d.collect.extend(COLLECT_NEXT_TIME)
+    return drafts
+
+
+def _reporters_text(ctx: Context, a: Aligned) -> str:
+    named = w.others_phrase(a.reporters, ctx.world_size)
+    if a.hidden:
+        return f"{named} (and {a.hidden} more Ray folded into one line)"
+    return named
+
+
+def _timeout_rows(a: Aligned, n: int = 3) -> list[dict[str, Any]]:
+    return _first((t.row for t in a.reports if t.primary), n) or _first((t.row for t in a.reports), n)
+
+
+def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
+    """Same group and seq, different op or sizes: the odd one out."""
+    sigs: dict[tuple[Any, ...], list[int]] = defaultdict(list)
+    for r, t in a.by_rank.items():
+        if t.primary and (t.op or t.numel_in is not None or t.shape):
+            sigs[t.signature].append(r)
+    if len(sigs) < 2:
+        return None
+    groups = sorted(sigs.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    (maj_sig, maj), rest = groups[0], groups[1:]
+    odd = sorted(r for _, rs in rest for r in rs)
+    ops_differ = len({s[0] for s in sigs}) > 1
+    where = f"#{a.seq} of {w.pg_name(a.pg)}"
+    d = Draft(category="collective_mismatch", culprits=(), kind="mismatch")
+    tie = len(maj) <= len(odd) or (len(groups) > 1 and len(groups[1][1]) == len(maj))
+    if ops_differ:
+        majority = f"{w.ranks_phrase(maj)} ran {maj_sig[0]}"
+        minority = "; ".join(f"{w.ranks_phrase(rs)} ran {s[0]}" for s, rs in rest)
+    else:
+        majority = f"{w.ranks_phrase(maj)} used {w.numel(maj_sig[1], maj_sig[2]) if maj_sig[1] is not None else maj_sig[3]}"
+        minority = "; ".join(
+            f"{w.ranks_phrase(rs)} used {w.numel(s[1], s[2]) if s[1] is not None else s[3]}" for s, rs in rest
+        )
+    what = "different collectives" if ops_differ else f"{maj_sig[0] or 'the collective'} with different sizes"
+    d.rules_in.append(f"At {where} {minority}, while {majority}: the ranks issued {what} at the same point.")
+    if not tie:
+        d.culprits = tuple(odd)
+        d.score = 0.85 if len(maj) >= 2 else 0.7
+        d.summary = (
+            f"{w.ranks_phrase(odd, capital=True)} issued a different collective at {where}: {minority}, "
+            f"while {majority}; the ranks' collective calls diverged."
+            if ops_differ
+            else f"{w.ranks_phrase(odd, capital=True)} called {maj_sig[0] or 'the collective'} {where} with a different size "
+            f"({minority}) than {majority.split(' used ')[0]} ({w.numel(maj_sig[1], maj_sig[2])}); the collectives do not match."
+        )
+        d.rules_out.append(
+            "A plain straggler would leave the others waiting in the same call with the same sizes; here the calls themselves differ."
+        )
+    else:
+        first = _first_failed(ctx, [r for _, rs in groups for r in rs])
+        d.score = 0.5
+        if first is not None:
+            d.culprits = tuple(sorted(next(rs for _, rs in groups if first in rs)))
+            d.rules_in.append(
+                f"Neither side is a majority; {w.ranks_phrase(d.culprits)} failed first, which makes it the likelier side to have diverged."
+            )
+        d.summary = f"At {where} {minority}, while {majority}: the ranks issued {what}; " + (
+            f"{w.ranks_phrase(d.culprits)} is the likelier side to have diverged."
+            if d.culprits
+            else "the logs do not say which side diverged."
+        )
+    d.evidence = [evidence(a.by_rank[r].row) for r in sorted(a.by_rank)[:6]]
+    d.remediation = [
+        "Find the code path that issues collectives conditionally (rank-dependent branches, data-dependent loops, "
+        "early exits, logging/metrics sync on some ranks only) and make every rank issue the same sequence.",
+        "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL: collective fingerprints are checked and the first mismatch is reported with both sides.",
+    ]
+    return d
+
+
+def _first_failed(ctx: Context, ranks: Sequence[int]) -> int | None:
+    """The rank whose timeout/exit came first, where the times separate them by a second or more."""
+    times = []
+    for r in ranks:
+        st = ctx.states.get(r)
+        t = st.hang_time if st else None
+        if t is not None:
+            times.append((t, r))
+    times.sort()
+    if len(times) >= 2 and (times[1][0] - times[0][0]).total_seconds() >= 1.0:
+        return times[0][1]
+    return None
+
+
+def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
+    """Ranks of one group timed out at different sequence numbers: their streams diverged."""
+    at: dict[int, tuple[int, str | None]] = {}
+    for b in ctx.aligned:
+        if b.pg != a.pg or b.seq is None:
+            continue
+        for r, t in b.by_rank.items():
+            if r not in at or b.seq < at[r][0]:
+                at[r] = (b.seq, t.op)
+    seqs: dict[int, list[int]] = defaultdict(list)
+    for r, (s, _op) in at.items():
+        seqs[s].append(r)
+    if len(seqs) < 2:
+        return None
+    groups = sorted(seqs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+    maj = groups[0][1]
+    others = [r for _s, rs in groups[1:] for r in rs]
+    parts = []
+    for s, rs in sorted(seqs.items()):
+        ops = {op for r in rs if (op := at[r][1])}
+        parts.append(f"{w.ranks_phrase(rs)} at {w.collective('/'.join(sorted(ops)) if ops else None, s)}")
+    d = Draft(category="collective_mismatch", culprits=(), kind="seq_skew")
+    d.rules_in.append(
+        f"In {w.pg_name(a.pg)} the ranks timed out at different sequence numbers ({'; '.join(parts)}): "
+        "a rank can only wait at a later number after the others completed the earlier ones with it, so their "
+        "collective streams diverged."
+    )
+    clear = len(maj) >= 2 * len(others) and not ctx.missing and not a.hidden
+    if clear:
+        d.culprits = tuple(sorted(others))
+        d.score = 0.75
+        d.summary = (
+            f"{w.ranks_phrase(others, capital=True)} timed out at a different point of {w.pg_name(a.pg)} than "
+            f"{w.ranks_phrase(maj)} ({'; '.join(parts)}); the collective sequence diverged on "
+            f"{'that rank' if len(others) == 1 else 'those ranks'}."
+        )
+    else:
+        d.score = 0.7
+        d.summary = (
+            f"The ranks stopped at different collectives of {w.pg_name(a.pg)} ({'; '.join(parts)}): their "
+            "collective sequences diverged, and the logs do not show which side went off."
+        )
+        if ctx.missing:
+            d.rules_out.append(
+                f"No log from {w.ranks_phrase(ctx.missing)}: either side could be the majority, so no rank is named."
+            )
+    d.evidence = [evidence(at_row) for at_row in _skew_rows(ctx, a.pg, at)]
+    d.remediation = [
+        "Look for a rank-dependent code path between the last common collective and these ones "
+        "(checkpoint save/resume, metrics logging, a data-dependent loop) that issues a different number of collectives.",
+        "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL to have the first mismatching collective reported.",
+    ]
+    return d
+
+
+def _skew_rows(ctx: Context, pg: str, at: dict[int, tuple[int, str | None]]) -> list[dict[str, Any]]:
+    out = []
+    for b in ctx.aligned:
+        if b.pg != pg:
+            continue
+        for r, t in b.by_rank.items():
+            if at.get(r, (None,))[0] == b.seq:
+                out.append(t.row)
+    return _first(out, 6)
+
+
+def _silence(ctx: Context, a: Aligned) -> Draft | None:
+    """The ranks that did not time out with the others (or the lone rank that did)."""
+    if not a.membership_known or not a.silent:
+        return None
+    in_group = {r for b in ctx.aligned if b.pg == a.pg for r in b.reporters}
+    silent = [r for r in a.silent if r not in in_group]
+    if not silent or a.hidden >= len(silent):
+        return None
+    size = a.size
+    coll = w.collective(a.op, a.seq)
+    where = f"{coll} of {w.pg_name(a.pg)}"
+    waited = w.seconds(a.timeout_ms)
+    missing = [r for r in silent if not ctx.states[r].seen]
+    if len(silent) < size:
+        d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        d.score = 0.85 if len(silent) == 1 else 0.75
+        who = w.ranks_phrase(silent, capital=True)
+        d.summary = f"{who} never reached {where}; {_reporters_text(ctx, a)} waited {waited} for {'it' if len(silent) == 1 else 'them'}."
+        d.rules_in.append(
+            f"{_reporters_text(ctx, a).capitalize()} timed out waiting at {where}; {w.ranks_phrase(silent)} did not: "
+            f"{'it was' if len(silent) == 1 else 'they were'} not in that collective."
+        )
+        elsewhere = [r for r in silent if ctx.states[r].timeouts]
+        for r in elsewhere:
+            t = ctx.states[r].timeouts[0]
+            d.rules_in.append(
+                f"Rank {r} was itself waiting in {w.collective(t.op, t.seq)} of {w.pg_name(t.pg)}, so it never got to {coll}."
+            )
+            d.evidence.append(evidence(t.row, f"rank {r} was elsewhere"))
+        if missing:
+            d.score -= 0.25 if len(missing) == len(silent) else 0.1
+            d.rules_out.append(
+                f"No log at all from {w.ranks_phrase(missing)}: its silence is also what a missing log looks like, "
+                "so this rests on the others' reports alone."
+            )
+            d.summary = (
+                f"{who} (no log found) {'is' if len(silent) == 1 else 'are'} the only "
+                f"{'rank' if len(silent) == 1 else 'ranks'} that did not report {where}; "
+                f"{_reporters_text(ctx, a)} waited {waited} for {'it' if len(silent) == 1 else 'them'}."
+            )
+        hosts = {ctx.states[r].host for r in silent}
+        if len(silent) > 1 and len(hosts) == 1 and None not in hosts:
+            host = hosts.pop()
+            assert host is not None
+            if set(ctx.book.ranks_on(host)) <= set(silent):
+                d.hosts = (host,)
+                d.rules_in.append(f"All of them run on {host}: the whole node stopped.")
+        d.evidence = [evidence(r) for r in _timeout_rows(a)] + d.evidence + _silent_evidence(ctx, silent)
+        return d
+    # The reporters are the minority: they ran a collective the others never issued.
+    if len(ctx.world) >= 3 and size * 2 <= len(silent) and not missing:
+        start = a.wait_start or a.first_time
+        moved = [r for r in silent if _active_after(ctx.states[r], start)]
+        d = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
+        d.score = 0.6 + (0.15 if moved else 0.0)
+        who = w.ranks_phrase(a.reporters, capital=True)
+        d.summary = (
+            f"Only {who.lower()} timed out, at {where}, a collective no other rank entered; "
+            f"{w.ranks_phrase(a.reporters)} issued a collective the others never did."
+        )
+        d.rules_in.append(
+            f"{len(silent)} ranks would have timed out at {coll} too had they been waiting in it; none did, "
+            f"so {w.ranks_phrase(a.reporters)} is the one out of step."
+        )
+        if moved:
+            d.rules_in.append(
+                f"{w.ranks_phrase(moved, capital=True)} kept logging after the wait began: they had moved on."
+            )
+        d.rules_out.append(
+            f"A straggler reading would need all {len(silent)} silent ranks to be stuck at once, which the lone report does not support."
+        )
+        d.evidence = [evidence(r) for r in _timeout_rows(a)] + _silent_evidence(ctx, silent)
+        d.remediation = [
+            f"Look for a collective (often a barrier) that only {w.ranks_phrase(a.reporters)} executes: rank-0-only "
+            "save/eval/logging code that calls a collective, or an early return on the other ranks."
+        ]
+        return d
+    if len(ctx.world) == 2 and len(silent) == 1:
+        d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        d.score = 0.65 if not missing else 0.45
+        d.summary = f"Rank {silent[0]} never reached {where}; rank {a.reporters[0]} waited {waited} for it."
+        d.rules_in.append(
+            f"Rank {a.reporters[0]} timed out waiting at {where}; rank {silent[0]} did not report it."
+        )
+        d.evidence = [evidence(r) for r in _timeout_rows(a)] + _silent_evidence(ctx, silent)
+        return d
+    return None
+
+
+def _active_after(st: RankState, t: datetime | None) -> bool:
+    return bool(t is not None and st.last_active is not None and st.last_active > t + timedelta(seconds=30))
+
+
+def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
+    """One rank's last enqueued work is behind the collective the others wait in."""
+    enq = {r: st.last_enqueued[a.pg] for r, st in ctx.states.items() if a.pg in st.last_enqueued}
+    if len(enq) < 2:
+        return None
+    behind: list[int] = []
+    if a.seq is not None:
+        behind = sorted(r for r, e in enq.items() if e < a.seq)
+    if not behind or len(behind) * 2 >= len(enq):
+        vals = sorted(enq.values())
+        med = vals[len(vals) // 2]
+        behind = sorted(r for r, e in enq.items() if e < med - 1)
+        if not behind or len(behind) * 3 > len(enq):
+            return None
+    ahead = sorted(r for r in enq if r not in behind)
+    d = Draft(category="straggler_hang", culprits=tuple(behind), kind="enqueue_skew")
+    d.score = 0.85 if a.seq is not None and all(enq[r] < a.seq for r in behind) else 0.7
+    lo = ", ".join(f"{r}: #{enq[r]}" for r in behind[:6])
+    hi = max(enq[r] for r in ahead)
+    coll = w.collective(a.op, a.seq)
+    d.summary = (
+        f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last enqueued work "
+        f"was {lo} while {w.others_phrase(ahead, ctx.world_size)} had enqueued up to #{hi} and timed out waiting at "
+        f"{coll} of {w.pg_name(a.pg)}."
+    )
+    d.rules_in.append(
+        f"Last enqueued work in {w.pg_name(a.pg)}: {lo} for {w.ranks_phrase(behind)}, up to #{hi} for the others; "
+        "a rank that never enqueued the collective the others wait in is the one holding them up."
+    )
+    rows = ctx.ev.filter(
+        pl.col("rank").is_in(behind)
+        & pl.col("last_enqueued").is_not_null()
+        & (pl.col("pgk").fill_null(DEFAULT_PG) == a.pg)
+    )
+    d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)] + [
+        evidence(r) for r in _timeout_rows(a, 2)
+    ]
+    return d
+
+
+def _desync(ctx: Context) -> Draft | None:
+    """The desync debug report names lagging ranks."""
+    rows = ctx.ev.filter(
+        (pl.col("signal") == "desync_report") & pl.col("lagging_ranks").is_not_null()
+    ).to_dicts()
+    named: Counter[int] = Counter()
+    for r in rows:
+        for x in int_list(r["lagging_ranks"]):
+            named[x] += 1
+    if not named:
+        return None
+    ranks = sorted(named)
+    d = Draft(category="straggler_hang", culprits=tuple(ranks), kind="desync")
+    d.score = 0.8
+    d.summary = f"The desync report names {w.ranks_phrase(ranks)} as the lagging {'rank' if len(ranks) == 1 else 'ranks'}."
+    d.rules_in.append(
+        f"TORCH_NCCL_DESYNC_DEBUG's report (from {len({r['rank'] for r in rows})} rank(s)) names {w.ranks_phrase(ranks)} "
+        "as the lagging ones."
+    )
+    d.evidence = [evidence(r) for r in _first(rows, 4)]
+    return d
+
+
+def _heartbeat(ctx: Context) -> Draft | None:
+    """Only some ranks' watchdogs got stuck (a CUDA/NCCL call hung on those ranks)."""
+    stuck = sorted(r for r, st in ctx.states.items() if st.heartbeat)
+    if not stuck or len(stuck) * 2 > max(len(ctx.seen), 1):
+        return None
+    d = Draft(category="straggler_hang", culprits=tuple(stuck), kind="heartbeat")
+    d.score = 0.7
+    d.summary = (
+        f"{w.ranks_phrase(stuck, capital=True)} stopped making progress: "
+        f"{'its' if len(stuck) == 1 else 'their'} watchdog got stuck while the other ranks' did not."
+    )
+    d.rules_in.append(
+        f"The heartbeat monitor fired on {w.ranks_phrase(stuck)} only: a CUDA/NCCL call or the GIL blocked that "
+        "process, so it could not take part in collectives."
+    )
+    d.evidence = [evidence(r) for st in (ctx.states[x] for x in stuck) for r in st.heartbeat[:2]][:6]
+    return d
+
+
+def _merge(drafts: list[Draft]) -> list[Draft]:
+    """Rules that name the same ranks support each other: one hypothesis, higher score."""
+    by: dict[tuple[str, tuple[int, ...]], Draft] = {}
+    for d in sorted(drafts, key=lambda d: -d.score):
+        key = (d.category, d.culprits)
+        if key in by:
+            k = by[key]
+            k.score = min(0.95, k.score + 0.05)
+            k.rules_in.extend(x for x in d.rules_in if x not in k.rules_in)
+            k.rules_out.extend(x for x in d.rules_out if x not in k.rules_out)
+            k.evidence.extend(e for e in d.evidence if e not in k.evidence)
+        else:
+            by[key] = d
+    return list(by.values())
+
+
+def _nobody(ctx: Context, a: Aligned) -> Draft:
+    """Every expected rank timed out in the same place: the logs name no culprit."""
+    coll = w.collective(a.op, a.seq)
+    d = Draft(category="straggler_hang", culprits=(), kind="nobody")
+    d.score = 0.4
+    n = a.size
+    d.summary = (
+        f"{w.plural(n, 'rank').capitalize()} timed out waiting at {coll} of {w.pg_name(a.pg)} after {w.seconds(a.timeout_ms)}; "
+        "no rank stands out as the one that did not arrive."
+    )
+    d.rules_in.append(f"{_reporters_text(ctx, a).capitalize()} all report {coll}: the job hung there.")
+    if ctx.missing:
+        d.rules_out.append(
+            f"No log from {w.ranks_phrase(ctx.missing)}; the missing rank(s) may be the one(s) that never arrived."
+        )
+    else:
+        d.rules_out.append(
+            "Every rank reports the same collective with the same sizes, so the logs cannot single one out."
+        )
+    d.evidence = [evidence(r) for r in _timeout_rows(a, 4)]
+    return d
+
+
+def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
+    """For a straggler: was it hung, or doing legitimate long work the timeout did not allow for?"""
+    if d.category != "straggler_hang":
+        return [d]
+    start = a.wait_start or a.first_time
+    culprits = list(d.culprits)
+    alive = [r for r in culprits if _active_after(ctx.states[r], start)]
+    phase = _phase_rows(ctx, culprits, start) if culprits else []
+    small = bool(a.op and a.op.upper() == "BARRIER") or bool(
+        a.by_rank
+        and all(t.numel_in is not None and t.numel_in <= SMALL_NUMEL for t in a.by_rank.values() if t.primary)
+    )
+    job_ms = _job_timeout(ctx, a)
+    sub = job_ms is not None and a.timeout_ms is not None and a.timeout_ms < job_ms
+    over = [
+        (t.elapsed_ms - t.timeout_ms) / t.timeout_ms
+        for t in a.reports
+        if t.primary and t.elapsed_ms is not None and t.timeout_ms
+    ]
+    on_time = bool(over) and max(over) < 0.01
+    cfg = Draft(category="config_timeout_too_short", culprits=d.culprits, hosts=d.hosts, kind="config")
+    cfg.score = (
+        0.3
+        + (0.3 if alive else 0.0)
+        + (0.15 if phase else 0.0)
+        + (0.05 if small else 0.0)
+        + (0.3 if sub else 0.0)
+    )
+    coll = w.collective(a.op, a.seq)
+    limit = w.seconds(a.timeout_ms)
+    who = w.ranks_phrase(culprits, capital=True) if culprits else "One rank"
+    doing = _phase_name(phase)
+    if sub and job_ms is not None:
+        cfg.summary = (
+            f"{w.pg_name(a.pg).capitalize()} timed out at {coll} after {limit}, its own timeout, while the job was "
+            f"configured for {w.seconds(job_ms)}; {'the wait for ' + w.ranks_phrase(culprits) if culprits else 'the wait'} "
+            "outlasted the group's shorter limit."
+        )
+        cfg.rules_in.append(
+            f"{w.pg_name(a.pg).capitalize()} uses Timeout(ms)={a.timeout_ms} while the job's timeout is {job_ms} ms: "
+            "the group was created without the job's timeout (new_group(timeout=...) not passed)."
+        )
+    else:
+        cfg.summary = (
+            f"{who} was still {doing or 'working'} when {_reporters_text(ctx, a)} hit the {limit} timeout at {coll}; "
+            "the timeout is too short for that step rather than a hang."
+        )
+    if alive:
+        cfg.rules_in.append(
+            f"{w.ranks_phrase(alive, capital=True)} kept logging after the others started waiting: slow, not stuck."
+        )
+    if phase:
+        cfg.rules_in.append(f"{who}'s last lines are about {doing}: a long rank-local step.")
+        cfg.evidence.extend(evidence(r) for r in phase)
+    if small:
+        cfg.rules_in.append(
+            f"{coll} is a tiny synchronisation collective: the others were simply waiting at a sync point."
+        )
+    if on_time:
+        cfg.rules_in.append(
+            "Every watchdog fired within 1% of the timeout: the wait ended by the clock, not by an error."
+        )
+    cfg.evidence.extend(e for e in d.evidence if e not in cfg.evidence)
+    cfg.remediation = [
+        "Raise the process-group timeout for this step: init_process_group(timeout=datetime.timedelta(...)) "
+        "and new_group(timeout=...) for subgroups (accelerate InitProcessGroupKwargs(timeout=...), "
+        "verl actor_rollout_ref.nccl_timeout); NCCL_TIMEOUT is read by neither NCCL nor PyTorch.",
+        "Or spread the long rank-local work (evaluation, checkpoint gathering, preprocessing) over all ranks, "
+        "or run it before the process group is created.",
+    ]
+    # How the straggler reading fares against it.
+    if alive or phase or sub:
+        d.score -= 0.15 if alive or sub else 0.05
+        d.rules_out.append(
+            f"{who} was {'still logging' if alive else 'in ' + (doing or 'a long step')} while the others waited, "
+            "which fits a timeout too short for legitimate work better than a hang."
+        )
+        cfg.rules_out.append(
+            "A real hang would show the rank going quiet before the others started waiting; it did not."
+            if alive
+            else "The rank's last lines do not prove it would have finished; a hang inside that step is the alternative."
+        )
+    else:
+        cfg.rules_out.append(
+            "Nothing shows the rank still working while the others waited; it went quiet, which reads as a hang."
+        )
+        d.rules_out.append(
+            "A too-short timeout is the alternative if the rank was doing legitimate long work; its logs show no such work."
+        )
+    if on_time and not d.rules_in:
+        d.rules_in.append("Every watchdog fired on time: the wait ended by the clock.")
+    if not culprits and not sub:
+        cfg.score = min(cfg.score, 0.35)
+    return [d, cfg]
+
+
+def _phase_name(rows: list[dict[str, Any]]) -> str:
+    text = " ".join(r["message"] or "" for r in rows).lower()
+    for words, name in (
+        (("checkpoint", "saving", "save", "state dict", "state_dict", "merg"), "saving a checkpoint"),
+        (("eval", "validat"), "evaluating"),
+        (("generat", "rollout"), "generating"),
+        (("tokeniz", "preprocess"), "preparing data"),
+        (("cluster", "k-means", "kmeans", "indexing"), "building an index"),
+        (("download",), "downloading"),
+    ):
+        if any(x in text for x in words):
+            return name
+    return ""
+
+
+def _job_timeout(ctx: Context, a: Aligned) -> int | None:
+    """The job's configured timeout when a different group or an options line shows one."""
+    other = [
+        t.timeout_ms for b in ctx.aligned if b.pg != a.pg for t in b.reports if t.timeout_ms and t.pg != a.pg
+    ]
+    cfg = ctx.ev.filter(
+        pl.col("timeout_ms").is_not_null() & ~pl.col("signal").is_in(["collective_timeout", "work_status"])
+    )
+    default = cfg.filter(pl.col("pgk").fill_null(DEFAULT_PG) == DEFAULT_PG)["timeout_ms"].to_list()
+    if a.pg != DEFAULT_PG and default:
+        return max(default)
+    vals = [v for v in other if v] + ([] if a.pg == DEFAULT_PG else default)
+    return max(vals) if vals else None
+
+
+# --------------------------------------------------------------------------- fail-stop
+
+
+FAILSTOP_EXCLUDE = ("network_ib", "network_socket", "store_timeout")
+
+
+def failstop(ctx: Context) -> list[Draft]:
+    """A rank's own failure (OOM, CUDA error, crash, exception, Xid…) and the cascade after it."""
+    fails: list[Failure] = [
+        st.failure
+        for st in ctx.states.values()
+        if st.failure is not None and st.failure.weight >= 0.5 and st.failure.signal not in FAILSTOP_EXCLUDE
+    ]
+    fails += [f for f in ctx.unattributed if f.weight >= 0.5 and f.signal not in FAILSTOP_EXCLUDE]
+    if not fails:
+        return []
+    groups: dict[str, list[Failure]] = defaultdict(list)
+    for f in fails:
+        groups[f.category].append(f)
+    main = ctx.main
+    first_timeout = main.first_time if main else None
+    earliest_any = min((f.time for f in fails if f.time is not None), default=None)
+    drafts = []
+    for cat, fs in groups.items():
+        fs.sort(key=_order)
+        lead = fs[0]
+        ranks = sorted({f.rank for f in fs if f.rank is not None})
+        hosts = sorted({f.host for f in fs if f.rank is None and f.host})
+        named = _named_ranks(fs)
+        everyone = len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
+        culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
+        d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
+        d.score = max(f.weight for f in fs)
+        what = _failure_text(lead)
+        who = (
+            w.ranks_phrase(ranks, capital=True)
+            if ranks
+            else (f"Host {w.host_list(hosts)}" if hosts else "A process")
+        )
+        when = f" at {w.clock(lead.time)}" if lead.time else ""
+        if everyone:
+            d.summary = f"Every rank failed the same way ({what}){when}; the fault is common to all ranks, not one rank's."
+            d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
+        else:
+            d.summary = f"{who} {_verb(lead)} {what}{when}"
+        d.rules_in.append(f"{who} logged {what}{when} ({lead.row['source']}:{lead.row['line']}).")
+        cascade = _cascade(ctx, culprits or tuple(ranks), lead)
+        if main is not None:
+            if lead.time is not None and first_timeout is not None:
+                if lead.time <= first_timeout:
+                    lag = (first_timeout - lead.time).total_seconds()
+                    d.rules_in.append(
+                        f"It came {w.seconds(lag * 1000)} before the first watchdog timeout ({w.collective(main.op, main.seq)}, "
+                        f"{w.clock(first_timeout)}): the timeouts are the cascade."
+                    )
+                    d.score += 0.03
+                else:
+                    d.score *= 0.5
+                    d.rules_out.append(
+                        f"It was logged after the first watchdog timeout ({w.clock(first_timeout)}), so it may be a consequence."
+                    )
+            elif set(culprits) & set(main.silent):
+                d.rules_in.append(
+                    f"{w.ranks_phrase(set(culprits) & set(main.silent), capital=True)} is also the rank the others waited for at "
+                    f"{w.collective(main.op, main.seq)}."
+                )
+                d.score += 0.02
+            elif set(ranks) and set(ranks) <= set(main.reporters):
+                d.score -= 0.15
+                d.rules_out.append(
+                    f"{w.ranks_phrase(ranks, capital=True)} also timed out in {w.collective(main.op, main.seq)} like the others; "
+                    "without timestamps the order of the two is not known."
+                )
+        if (
+            earliest_any is not None
+            and lead.time is not None
+            and (lead.time - earliest_any).total_seconds() > 1
+        ):
+            d.score -= 0.15
+            d.rules_out.append(f"Another failure came earlier ({w.clock(earliest_any)}).")
+        if cascade:
+            d.summary += f"; {cascade} followed."
+        else:
+            d.summary += "."
+        d.evidence = [evidence(f.row) for f in fs[:4]] + _cascade_evidence(ctx, culprits or tuple(ranks))
+        d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
+        drafts.append(d)
+    return drafts
+
+
+def _order(f: Failure) -> tuple[int, float, int]:
+    t = f.time
+    return (0 if t is not None else 1, t.timestamp() if t is not None else 0.0, int(f.row["_i"]))
+
+
+def _named_ranks(fs: list[Failure]) -> list[int]:
+    """Ranks a failure line names explicitly (``Duplicate GPU detected : rank 1 and rank 9``)."""
+    out: set[int] = set()
+    for f in fs:
+        if f.signal == "duplicate_gpu":
+            for k in ("target_rank", "other_rank"):
+                v = f.row.get(k)
+                if v is not None:
+                    out.add(int(v))
+    return sorted(out)
+
+
+def _verb(f: Failure) -> str:
+    return {
+        "oom": "ran out of memory:",
+        "cuda_error": "hit a CUDA error:",
+        "crash_signal": "crashed:",
+        "xid": "logged",
+        "python_exception": "raised",
+        "actor_died": "lost its worker:",
+        "process_exit": "exited:",
+        "duplicate_gpu": "shared a GPU:",
+    }.get(f.signal, "failed:")
+
+
+def _failure_text(f: Failure) -> str:
+    r = f.row
+    if f.signal == "xid" and r.get("xid") is not None:
+        return f"Xid {r['xid']}" + (f" on GPU {r['pci']}" if r.get("pci") else "")
+    if f.signal == "oom":
+        size = f" (tried to allocate {r['size']})" if r.get("size") else ""
+        return (
+            f"CUDA out of memory{size}"
+            if "CUDA" in (r.get("message") or "") or r.get("gpu") is not None
+            else f"out of memory{size}"
+        )
+    if f.signal == "process_exit" and r.get("exitcode") is not None:
+        return f"exit code {r['exitcode']}"
+    for k in ("error_name", "error", "signal_name"):
+        if r.get(k):
+            return str(r[k])
+    pat = f.pattern.split(".")[-1].replace("_", " ")
+    return pat or f.signal.replace("_", " ")
+
+
+def _cascade(ctx: Context, culprits: Sequence[int], lead: Failure) -> str:
+    """``"timeouts on ranks 0,2-7"`` for what the other ranks logged afterwards."""
+    others = sorted(r for r, st in ctx.states.items() if r not in culprits and (st.timeouts or st.hang_time))
+    if others:
+        return f"the timeouts on {w.others_phrase(others, ctx.world_size)}"
+    errs = sorted(
+        r
+        for r, st in ctx.states.items()
+        if r not in culprits and any(f.weight > 0 and f is not lead for f in st.failures)
+    )
+    if errs:
+        return f"the errors on {w.others_phrase(errs, ctx.world_size)}"
+    return ""
+
+
+def _cascade_evidence(ctx: Context, culprits: Sequence[int]) -> list[Evidence]:
+    main = ctx.main
+    if main is None:
+        return []
+    return [evidence(t.row, "cascade") for t in main.reports[:3] if t.rank not in culprits]
+
+
+# --------------------------------------------------------------------------- network
+
+
+def network(ctx: Context) -> list[Draft]:
+    """IB/socket errors: map each peer address to its host; one host named by many peers is the suspect."""
+    rows = ctx.ev.filter(
+        pl.col("signal").is_in(["network_ib", "network_socket"]) & (pl.col("_fw") > 0)
+    ).to_dicts()
+    if not rows:
+        return []
+    ib = any(r["signal"] == "network_ib" for r in rows)
+    by_peer: dict[str, set[tuple[Any, Any]]] = defaultdict(set)
+    peer_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    local: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    reporters: set[tuple[Any, Any]] = set()
+    for r in rows:
+        me = r["host"] or ctx.book.rank_host.get(r["rank"] if r["rank"] is not None else -1)
+        reporters.add((me, r["rank"]))
+        addr = r["peer_addr"] or r["peer"]
+        if addr:
+            peer = ctx.book.host_of(addr) or _bare(addr)
+            if peer != me:
+                by_peer[peer].add((me, r["rank"]))
+                peer_rows[peer].append(r)
+        elif me:
+            local[me].append(r)
+    category = "network_ib" if ib else "network_socket"
+    suspect: str | None = None
+    why = ""
+    if by_peer:
+        ranked = sorted(by_peer.items(), key=lambda kv: (-len({h for h, _ in kv[1]}), -len(kv[1]), kv[0]))
+        top, reps = ranked[0]
+        rep_hosts = {h for h, _ in reps}
+        second = len({h for h, _ in ranked[1][1]}) if len(ranked) > 1 else 0
+        if len(rep_hosts) > second or len(ranked) == 1:
+            suspect = top
+            why = (
+                f"{w.plural(len(reps), 'rank')} on {w.plural(len(rep_hosts), 'host')} report errors from {top}"
+                + (
+                    f" (the next most named peer: {second} host(s))"
+                    if len(ranked) > 1
+                    else "; no other peer is named"
+                )
+            )
+        reporter_hosts = {h for h, _ in reporters if h}
+        if len(reporter_hosts) == 1 and len(by_peer) >= 3:
+            suspect = next(iter(reporter_hosts))
+            why = f"only {suspect} reports errors, with {len(by_peer)} different peers: its own NIC or link is the common factor"
+    if suspect is None and local:
+        suspect = sorted(local, key=lambda h: -len(local[h]))[0]
+        why = f"{suspect} reports errors on its own adapter ({len(local[suspect])} line(s))"
+    if suspect is None:
+        return []
+    ranks = ctx.book.ranks_on(suspect)
+    d = Draft(category=category, culprits=tuple(ranks), hosts=(suspect,), kind="network")
+    d.score = 0.75 if ib else 0.6
+    n_rep = len({x for x in reporters})
+    first = _first(peer_rows.get(suspect) or local.get(suspect) or rows, 1)[0]
+    detail = _net_detail(peer_rows.get(suspect) or local.get(suspect) or rows)
+    on = f" (ranks {w.rank_list(ranks)})" if ranks else ""
+    d.summary = (
+        f"{w.plural(n_rep, 'rank').capitalize()} lost {'InfiniBand' if ib else 'socket'} connections to {suspect}{on}"
+        f"{': ' + detail if detail else ''}; the link or NIC of {suspect} is the suspect."
+        if suspect in by_peer
+        else f"{suspect}{on} reported {'IB' if ib else 'network'} errors on its own adapter{': ' + detail if detail else ''}; "
+        f"its NIC or link is the suspect."
+    )
+    d.rules_in.append(why[:1].upper() + why[1:] + ".")
+    if suspect in by_peer:
+        addrs = sorted({(r["peer_addr"] or r["peer"] or "") for r in peer_rows[suspect]})
+        d.rules_in.append(f"Peer address(es) {', '.join(a for a in addrs[:4] if a)} belong to {suspect}.")
+    # A failure of the suspect's own processes before the errors means the peer died, not the link.
+    died = [
+        st.failure
+        for r in ranks
+        if (st := ctx.states.get(r))
+        and st.failure
+        and st.failure.signal not in FAILSTOP_EXCLUDE
+        and st.failure.weight >= 0.5
+    ]
+    t_net = min((r["ctime"] for r in rows if r["ctime"] is not None), default=None)
+    if died:
+        f = sorted(died, key=_order)[0]
+        if f.time is None or t_net is None or f.time <= t_net:
+            d.score *= 0.5
+            d.rules_out.append(
+                f"Rank {f.rank} on {suspect} failed itself ({_failure_text(f)}) before the network errors: the peers lost it because it died."
+            )
+    else:
+        d.rules_out.append(
+            f"No process on {suspect} logged a crash, OOM or exception before the errors: the connection, not the peer process, failed."
+        )
+    statuses = {r["ib_status"] for r in rows if r.get("ib_status") is not None}
+    if statuses and statuses <= {5}:
+        d.score -= 0.2
+        d.rules_out.append(
+            "Only status 5 (WR_FLUSH_ERR) was seen: the queue pair was already in error, a secondary symptom."
+        )
+    d.evidence = [evidence(first)] + [evidence(r) for r in _first(rows, 5) if r is not first]
+    d.remediation = _remediation(ctx.library, rows[:3])
+    return [d]
+
+
+def _bare(addr: str) -> str:
+    from nccllog.correlate.network import strip_port
+
+    return strip_port(addr)
+
+
+def _net_detail(rows: list[dict[str, Any]]) -> str:
+    r = rows[0]
+    if r.get("ib_status") is not None:
+        txt = f"IB error {r['ib_status']}"
+        if r.get("vendor_err") is not None:
+            txt += f", vendor err {r['vendor_err']}"
+        return txt
+    return str(r.get("error") or "")
+
+
+# --------------------------------------------------------------------------- bootstrap / init / version
+
+
+def bootstrap(ctx: Context) -> list[Draft]:
+    """Store/rendezvous timeouts: who was waited for."""
+    rows = ctx.ev.filter((pl.col("signal") == "store_timeout") & (pl.col("_fw") > 0)).to_dicts()
+    if not rows:
+        return []
+    named: Counter[int] = Counter()
+    for r in rows:
+        t = r.get("target_rank")
+        if t is not None and t != r.get("rank"):
+            named[int(t)] += 1
+    d = Draft(category="bootstrap_rendezvous", culprits=(), kind="bootstrap")
+    d.evidence = [evidence(r) for r in _first(rows, 4)]
+    d.remediation = _remediation(ctx.library, rows[:3])
+    writers = sorted({r["rank"] for r in rows if r["rank"] is not None})
+    if named:
+        target = [r for r, _ in named.most_common() if named[r] == named.most_common(1)[0][1]]
+        d.culprits = tuple(sorted(target))
+        d.score = 0.8
+        d.summary = (
+            f"{w.ranks_phrase(writers, capital=True) if writers else 'The other ranks'} timed out in the store waiting for "
+            f"{w.ranks_phrase(target)}, which had not published its part: {w.ranks_phrase(target)} was late."
+        )
+        d.rules_in.append(f"The store errors name {w.ranks_phrase(target)} as the rank they waited for.")
+        return [d]
+    joined = [
+        (r["joined"], r["world_size"]) for r in rows if r.get("joined") is not None and r.get("world_size")
+    ]
+    absent = [r for r in ctx.world if not ctx.states[r].seen] if ctx.world else []
+    if joined:
+        j, n = joined[0]
+        if absent and len(absent) == n - j:
+            d.culprits = tuple(absent)
+            d.score = 0.75
+            d.summary = f"Only {j} of {n} ranks joined the rendezvous; {w.ranks_phrase(absent)} never did."
+            d.rules_in.append(
+                f"{n - j} rank(s) missing from the rendezvous and no log from {w.ranks_phrase(absent)}."
+            )
+        else:
+            d.score = 0.6
+            d.summary = f"Only {j} of {n} ranks joined the rendezvous before the store timed out."
+            d.rules_in.append(f"The store counted {j}/{n} clients.")
+        return [d]
+    hosts = sorted({str(r["target_host"]) for r in rows if r.get("target_host")})
+    d.hosts = tuple(hosts)
+    d.score = 0.55
+    d.summary = (
+        f"{w.ranks_phrase(writers, capital=True) if writers else 'The ranks'} could not reach the rendezvous store"
+        + (f" on {w.host_list(hosts)}" if hosts else "")
+        + "."
+    )
+    d.rules_in.append("Store connect/wait timeouts before any collective ran.")
+    return [d]
+
+
+def versions(ctx: Context) -> list[Draft]:
+    """Ranks that run a different NCCL/torch version than the rest."""
+    drafts = []
+    for fld, name in (("nccl_version", "NCCL"), ("torch_version", "PyTorch")):
+        rows = ctx.ev.filter(pl.col(fld).is_not_null() & pl.col("rank").is_not_null())
+        if rows.height == 0:
+            continue
+        per = rows.group_by("rank").agg(pl.col(fld).first())
+        by_v: dict[str, list[int]] = defaultdict(list)
+        for rank, v in per.iter_rows():
+            by_v[v].append(rank)
+        if len(by_v) < 2:
+            continue
+        groups = sorted(by_v.items(), key=lambda kv: (-len(kv[1]), kv[0]))
+        odd = sorted(r for _, rs in groups[1:] for r in rs)
+        d = Draft(
+            category="version_mismatch",
+            culprits=tuple(odd) if len(odd) < len(groups[0][1]) else (),
+            kind="version",
+        )
+        d.score = 0.55
+        parts = "; ".join(f"{w.ranks_phrase(rs)}: {v}" for v, rs in groups)
+        d.summary = f"The ranks run different {name} versions ({parts})."
+        d.rules_in.append(f"{name} versions differ across ranks: {parts}.")
+        d.evidence = [evidence(r) for r in rows.filter(pl.col("rank").is_in(odd)).head(3).to_dicts()]
+        drafts.append(d)
+    return drafts
+
+
+# --------------------------------------------------------------------------- hangs without a watchdog
+
+
+def progress(ctx: Context) -> list[Draft]:
+    """No watchdog line: compare each rank's last collective counter on the same communicator."""
+    if ctx.main is not None:
+        return []
+    drafts = []
+    keys = {k for st in ctx.states.values() for k in st.op_count}
+    for key in sorted(keys):
+        vals = {r: st.op_count[key] for r, st in ctx.states.items() if key in st.op_count}
+        if len(vals) < 2 or len(set(vals.values())) < 2:
+            continue
+        top = max(vals.values())
+        behind = sorted(r for r, v in vals.items() if v < top)
+        ahead = sorted(r for r in vals if r not in behind)
+        if len(behind) >= len(ahead) and len(vals) > 2:
+            continue
+        d = Draft(category="straggler_hang", culprits=tuple(behind), kind="progress")
+        d.score = 0.6
+        counts = ", ".join(f"rank {r}: {vals[r]}" for r in behind[:6])
+        d.summary = (
+            f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last NCCL "
+            f"collective was #{min(vals[r] for r in behind)} while {w.others_phrase(ahead, ctx.world_size)} had already "
+            f"issued #{top} and waited; no watchdog fired before the job ended."
+        )
+        d.rules_in.append(
+            f"Last NCCL opCount on the {key[1:]}-rank communicator: {counts}, {top} on {w.ranks_phrase(ahead)}: "
+            f"{w.ranks_phrase(behind)} had not issued the collective the others were in."
+        )
+        d.rules_out.append(
+            "No rank logged an error, OOM or crash: nothing but slowness explains the gap. "
+            "Without a watchdog line the length of the wait is unknown."
+        )
+        rows = ctx.ev.filter((pl.col("signal") == "progress") & pl.col("op_count").is_not_null())
+        last = rows.group_by("rank").agg(pl.all().sort_by("_i").last())
+        d.evidence = [evidence(r) for r in last.sort("rank").to_dicts()[:6]]
+        d.collect.extend(COLLECT_NEXT_TIME[:2])
+        drafts.append(d)
+    return drafts
+
+
+def stalls(ctx: Context) -> list[Draft]:
+    """Every worker reports a stall but no watchdog fired and no rank is behind: the wait is outside the ranks."""
+    if ctx.main is not None:
+        return []
+    stalled = sorted(r for r, st in ctx.states.items() if st.stalls)
+    rows = ctx.ev.filter(pl.col("signal") == "stall")
+    total = int(rows["repeat"].sum()) if rows.height else 0
+    if not rows.height:
+        return []
+    if stalled and len(stalled) * 2 <= len(ctx.seen) and total <= len(stalled):
+        d = Draft(category="straggler_hang", culprits=tuple(stalled), kind="stall_subset")
+        d.score = 0.5
+        d.summary = f"{w.ranks_phrase(stalled, capital=True)} stopped making progress while the other ranks did not report a stall."
+        d.rules_in.append(f"Stall lines come from {w.ranks_phrase(stalled)} only.")
+        d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)]
+        return [d]
+    d = Draft(category="other", culprits=(), kind="stall_all")
+    d.score = 0.5
+    d.summary = (
+        "The workers all waited without progress and no collective timed out: no rank is behind the others, so the "
+        "hang is outside the ranks (the driver or scheduler that feeds them was busy elsewhere)."
+    )
+    d.rules_in.append(
+        f"{w.plural(max(total, len(stalled)), 'stall report')} from {w.plural(len(stalled) or total, 'worker')}, "
+        "with no watchdog timeout and no error on any rank."
+    )
+    d.rules_out.append(
+        "A straggler rank would leave the others in an NCCL collective until the watchdog fired; "
+        "here nobody reached a collective to wait in."
+    )
+    d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)]
+    d.collect.extend(COLLECT_NEXT_TIME)
+    return [d]
+
+
+def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
+    """Errors no other rule explained: their pattern's category, low confidence."""
+    rows = ctx.ev.filter(
+        pl.col("severity").is_in(["error", "critical"])
+        & pl.col("category").is_not_null()
+        & ~pl.col("category").is_in(list(covered))
+    )
+    rows = rows.filter(
+        ~pl.col("signal").is_in(["collective_timeout", "work_status", "root_cause", "process_exit"])
+    )
+    drafts = []
+    for cat, sub in rows.group_by("category", maintain_order=True):
+        d = Draft(category=str(cat[0]), culprits=(), kind="leftover")
+        ranks = (
+            sorted({r for r in sub["subject"].to_list() if r is not None}) if "subject" in sub.columns else []
+        )
+        if ranks and not set(ranks) >= set(ctx.seen):
+            d.culprits = tuple(ranks)
+        d.score = 0.3
+        first = _first(sub.to_dicts(), 1)[0]
+        d.summary = f"{w.ranks_phrase(ranks, capital=True) if ranks else 'The logs'} show {first['pattern']} ({cat[0]})."
+        d.rules_in.append(
+            f"{sub.height} line(s) of pattern(s) {', '.join(sorted(set(sub['pattern'].to_list())))[:200]}."
+        )
+        d.evidence = [evidence(r) for r in _first(sub.to_dicts(), 4)]
+        d.remediation = _remediation(ctx.library, sub.head(3).to_dicts())
+        drafts.append(d)
+    return drafts
+
+
+# --------------------------------------------------------------------------- verdict
+
+
+def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
+    """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
+    repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
+    for d in drafts:
+        if ctx.missing:
+            share = len(ctx.missing) / max(len(ctx.world), 1)
+            d.penalise(0.1 if share > 0.25 else 0.05, f"no log from {w.ranks_phrase(ctx.missing)}")
+        if ctx.coverage.truncated_lines or ctx.coverage.skipped:
+            d.penalise(0.05, "some input was truncated or skipped")
+        if repeat and d.kind in ("silent", "lone_reporter", "mismatch", "seq_skew", "nobody", "config"):
+            d.penalise(
+                0.1,
+                "Ray folded identical lines of several processes into one ([repeated Nx]); who said what is partly unknown",
+            )
+    drafts.sort(key=lambda d: (-round(d.score, 6), d.category, d.culprits))
+    return [_hypothesis(d) for d in drafts]
+
+
+def confidence(score: float) -> str:
+    """Score -> high / medium / low."""
+    if score >= STRONG:
+        return "high"
+    if score >= MEDIUM:
+        return "medium"
+    return "low"
+
+
+def _hypothesis(d: Draft) -> Hypothesis:
+    conf = confidence(d.score - d.penalty)
+    rules_out = list(d.rules_out) + [f"Confidence lowered: {why}." for why in d.penalty_why]
+    return Hypothesis(
+        category=d.category,
+        culprit_ranks=tuple(sorted(d.culprits)),
+        culprit_hosts=tuple(sorted(d.hosts)),
+        confidence=conf,  # type: ignore[arg-type]
+        summary=d.summary,
+        score=round(max(0.0, min(1.0, d.score)), 4),
+        evidence=tuple(_dedupe(d.evidence))[:12],
+        rules_in=tuple(d.rules_in),
+        rules_out=tuple(rules_out),
+        remediation=tuple(d.remediation),
+        collect_next_time=tuple(dict.fromkeys(d.collect)),
+    )
+
+
+def _dedupe(items: list[Evidence]) -> list[Evidence]:
+    seen: set[tuple[str, int]] = set()
+    out = []
+    for e in items:
+        if (e.source, e.line) not in seen:
+            seen.add((e.source, e.line))
+            out.append(e)
+    return out

@@ -1,0 +1,132 @@
+"""One timeline for all hosts, tolerant of clock skew.
+
+Hosts log their own wall clock. Some events happen at the same moment everywhere: the watchdog
+timeouts of one collective fire within about a second on every rank that waited in it (they
+entered it together and share the timeout), and the ranks of one communicator finish its init
+together. Each such group is a sync point; a host's offset is the median, over the sync points it
+shares with hosts already placed, of how far its clock reads from theirs. Offsets under a second
+are noise (watchdog poll, entry jitter) and are reported as 0.
+
+Untimestamped lines (NCCL INFO, tracebacks) keep their place in their file: they sort after the
+last timestamped line before them in the same file.
+"""
+
+from __future__ import annotations
+
+import statistics
+from collections import defaultdict
+
+import polars as pl
+
+from nccllog.model import TimelineEntry
+
+MIN_OFFSET_S = 1.0
+TIMELINE_SIGNALS = (
+    "collective_timeout",
+    "work_status",
+    "desync_report",
+    "heartbeat",
+    "stall",
+    "root_cause",
+    "process_exit",
+    "actor_died",
+    "xid",
+)
+MAX_TIMELINE = 50_000
+
+
+def sync_points(ev: pl.DataFrame) -> pl.DataFrame:
+    """(key, host, t) rows: per sync point and host, the median time (epoch seconds) there."""
+    timed = ev.filter(pl.col("time").is_not_null() & pl.col("host").is_not_null())
+    timeouts = timed.filter((pl.col("signal") == "collective_timeout") & pl.col("seq").is_not_null()).select(
+        key=pl.concat_str(
+            pl.lit("t:"), pl.col("pgk").fill_null("?"), pl.lit(":"), pl.col("seq").cast(pl.String)
+        ),
+        host=pl.col("host"),
+        t=pl.col("time").dt.epoch("us") / 1e6,
+    )
+    inits = timed.filter(
+        (pl.col("signal") == "init")
+        & pl.col("comm_id").is_not_null()
+        & pl.col("phase").str.contains("COMPLETE")
+    ).select(
+        key=pl.concat_str(pl.lit("i:"), pl.col("comm_id")),
+        host=pl.col("host"),
+        t=pl.col("time").dt.epoch("us") / 1e6,
+    )
+    both = pl.concat([timeouts, inits])
+    if both.height == 0:
+        return both
+    return both.group_by("key", "host").agg(pl.col("t").median())
+
+
+def estimate_offsets(ev: pl.DataFrame) -> dict[str, float]:
+    """Seconds to add to each host's clock to put it on the reference host's clock.
+
+    Only hosts that share at least one sync point with the others get an entry.
+    """
+    pts = sync_points(ev)
+    if pts.height == 0:
+        return {}
+    by_key: dict[str, dict[str, float]] = defaultdict(dict)
+    for key, host, t in pts.iter_rows():
+        by_key[key][host] = t
+    shared = {k: v for k, v in by_key.items() if len(v) >= 2}
+    if not shared:
+        return {}
+    count: dict[str, int] = defaultdict(int)
+    for v in shared.values():
+        for h in v:
+            count[h] += 1
+    ref = sorted(count, key=lambda h: (-count[h], h))[0]
+    offsets: dict[str, float] = {ref: 0.0}
+    while True:
+        added = False
+        for host in sorted(count):
+            if host in offsets:
+                continue
+            diffs = [
+                statistics.median(v[h] + offsets[h] for h in v if h in offsets) - v[host]
+                for v in shared.values()
+                if host in v and any(h in offsets for h in v)
+            ]
+            if diffs:
+                offsets[host] = statistics.median(diffs)
+                added = True
+        if not added:
+            break
+    return {h: (round(o, 3) if abs(o) >= MIN_OFFSET_S else 0.0) for h, o in sorted(offsets.items())}
+
+
+def order_key(ev: pl.DataFrame) -> pl.DataFrame:
+    """Add ``_anchor``: the corrected time, or for untimestamped lines the last one before them in their file."""
+    return ev.with_columns(
+        _anchor=pl.col("ctime").forward_fill().over("source", order_by="_i"),
+    ).with_columns(_anchor=pl.col("_anchor").backward_fill().over("source", order_by="_i"))
+
+
+def build(ev: pl.DataFrame) -> tuple[TimelineEntry, ...]:
+    """The merged timeline: warnings and errors plus the diagnosis-relevant signals, in corrected order."""
+    keep = order_key(ev).filter(
+        pl.col("severity").is_in(["warning", "error", "critical"])
+        | pl.col("signal").is_in(list(TIMELINE_SIGNALS))
+    )
+    keep = keep.sort("_anchor", "source", "_i", nulls_last=True).head(MAX_TIMELINE)
+    out = []
+    for row in keep.select(
+        "ctime", "rank", "host", "pattern", "text", "source", "line", "severity"
+    ).iter_rows():
+        ctime, rank, host, pattern, text, source, line, severity = row
+        out.append(
+            TimelineEntry(
+                time=ctime.isoformat() if ctime is not None else None,
+                rank=rank,
+                host=host,
+                pattern=pattern or "",
+                text=text,
+                source=source,
+                line=line,
+                severity=severity or "info",
+            )
+        )
+    return tuple(out)

@@ -1,0 +1,102 @@
+"""How the verdict talks: rank lists, group names, durations, collectives. Plain words only."""
+
+from __future__ import annotations
+
+from collections.abc import Iterable
+from datetime import datetime
+
+from nccllog.correlate.frame import DEFAULT_PG
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """(0, 2, 3, 4, 7) -> ``"0,2-4,7"``."""
+    rs = sorted(set(ranks))
+    parts: list[str] = []
+    i = 0
+    while i < len(rs):
+        j = i
+        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
+            j += 1
+        if j == i:
+            parts.append(str(rs[i]))
+        elif j == i + 1:
+            parts.append(f"{rs[i]},{rs[j]}")
+        else:
+            parts.append(f"{rs[i]}-{rs[j]}")
+        i = j + 1
+    return ",".join(parts)
+
+
+def ranks_phrase(ranks: Iterable[int], *, capital: bool = False) -> str:
+    """``"rank 3"`` / ``"ranks 0,2-7"`` (``"Rank 3"`` with ``capital``)."""
+    rs = sorted(set(ranks))
+    word = "rank" if len(rs) == 1 else "ranks"
+    if capital:
+        word = word.capitalize()
+    return f"{word} {rank_list(rs)}"
+
+
+def others_phrase(ranks: Iterable[int], world: int | None) -> str:
+    """``"ranks 0,2-7"``, or ``"all other ranks"``-style wording when the list is long."""
+    rs = sorted(set(ranks))
+    if len(rs) > 12 and world is not None:
+        return f"{len(rs)} of the {world} ranks"
+    return ranks_phrase(rs)
+
+
+def host_list(hosts: Iterable[str]) -> str:
+    """Hosts joined with commas (at most five named)."""
+    hs = sorted(set(hosts))
+    if len(hs) > 5:
+        return ", ".join(hs[:5]) + f" and {len(hs) - 5} more"
+    return ", ".join(hs)
+
+
+def pg_name(pg: str | None) -> str:
+    """``"the default group"`` or ``"process group 3"``."""
+    if pg is None or pg == DEFAULT_PG:
+        return "the default group"
+    return f"process group {pg}"
+
+
+def seconds(ms: float | int | None) -> str:
+    """Milliseconds as a human duration: ``"600 s"``, ``"30 min"``, ``"2 h"``."""
+    if ms is None:
+        return "an unknown time"
+    s = ms / 1000
+    if s >= 3600 and s % 3600 < 60:
+        return f"{s / 3600:.0f} h"
+    if s >= 1200 and s % 60 < 1:
+        return f"{s / 60:.0f} min"
+    if s >= 100:
+        return f"{s:.0f} s"
+    if s >= 10:
+        return f"{s:.0f} s"
+    return f"{s:.1f} s".replace(".0 s", " s")
+
+
+def collective(op: str | None, seq: int | None) -> str:
+    """``"ALLREDUCE #1580"``, ``"collective #1580"``, ``"ALLREDUCE"``."""
+    name = op or "collective"
+    return f"{name} #{seq}" if seq is not None else name
+
+
+def numel(n_in: int | None, n_out: int | None) -> str:
+    """Element counts as a short phrase."""
+    if n_in is None and n_out is None:
+        return "unknown size"
+    if n_in == n_out or n_out is None:
+        return f"{n_in} elements"
+    return f"{n_in} -> {n_out} elements"
+
+
+def clock(t: datetime | None) -> str:
+    """A time of day (with the date when it is not today-like noise)."""
+    if t is None:
+        return "an unknown time"
+    return t.strftime("%H:%M:%S")
+
+
+def plural(n: int, word: str) -> str:
+    """``"1 rank"`` / ``"3 ranks"``."""
+    return f"{n} {word}" if n == 1 else f"{n} {word}s"
