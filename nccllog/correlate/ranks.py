@@ -1,12 +1,108 @@
-"""Dataset-level rank resolution (placeholder: prefix ranks only; the full resolver replaces it)."""
+"""Dataset-level attribution: give every event its global rank, local rank, host, pid and time.
+
+Runs after pattern matching over the events table (``model.EVENT_BASE_COLUMNS`` + pattern
+fields + the matcher's internal ``_`` columns, see ``INTERNAL_SCHEMA``) and returns the table
+with ``rank``, ``local_rank``, ``host``, ``pid``, ``time`` and ``attribution`` filled and the
+internal columns dropped, plus a :class:`Topology` of what the whole data set says.
+
+Evidence, strongest first (the first that applies gives the rank; a disagreeing weaker one is
+recorded in the attribution text):
+
+1. the line's own global rank: ``[rankN]:`` (c10 / Python logger), NCCL 2.29.2+ ``[Rank G]``
+   on a comm-init line, DeepSpeed ``log_dist`` ``[Rank N]``;
+2. the line's process ``(host, pid)`` (NCCL header pid, Python-logger pid, Ray pid, the pid of
+   a single-process file) mapped to a rank by: rank-prefixed lines of the same process, NCCL
+   ``comm … rank R nranks N`` init lines on the world communicator (the largest ``nranks``),
+   the torchrun ChildFailedError block (``rank : R (local_rank: L)`` + ``host`` + ``pid``);
+3. the application prefix ``Rank N: `` (see ``ingest.prefixes``);
+4. the file: a single-process file whose other lines name one rank; a file name
+   (``rank_3.log``) unless the file's lines show other ranks;
+5. a torchrun local rank (tee ``[default3]:`` or ``attempt_0/3/``) on a known node, through a
+   (node, local rank) -> rank map learned from lines with both, NCCL ``localRank`` lines,
+   ChildFailedError blocks, or local == global when the job has a single node;
+6. a Slurm task id, only when tasks are ranks (every task with rank evidence shows exactly
+   its own id as the rank; a task with several ranks, several pids or tee prefixes makes tasks
+   nodes, which then give host evidence instead);
+7. a process-group rank of the default group (``[PG 0 (default_pg) Rank 3]``, pg GUID ``0``);
+   the unnamed WorkNCCL ``[Rank r]`` only when the data set shows no group but the default one.
+
+Missing years (c10/glog ``MMDD``, journald) come from other lines of the same file, then a date
+in the file's path, then lines of the same host, then the whole data set (the year that puts
+the time nearest the reference), never from today; with none the time stays null and a note
+says so. dmesg uptime seconds are not placed on the wall clock.
+"""
 
 from __future__ import annotations
 
+from collections import Counter, defaultdict
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from datetime import datetime
+from typing import Any
 
 import polars as pl
 
-from nccllog.match.library import INTERNAL_COLUMNS
+from nccllog.ingest.paths import FileAttrs, attrs_from_path
+from nccllog.ingest.prefixes import LineAttrs, parse_line
+from nccllog.ingest.timestamps import PLACEHOLDER_YEAR
+
+# Internal columns resolve() reads (all optional; missing ones are derived from text/source or null).
+INTERNAL_SCHEMA: dict[str, Any] = {
+    "_srun_task": pl.Int64,
+    "_ip": pl.String,
+    "_ray_actor": pl.String,
+    "_nccl_dev": pl.Int64,
+    "_year_known": pl.Boolean,
+    "_file_rank": pl.Int64,
+    "_file_local_rank": pl.Int64,
+    "_file_host": pl.String,
+    "_file_pid": pl.Int64,
+    "_file_evidence": pl.String,
+    # beyond the matcher's first set; derived from `text` / `source` when absent
+    "_rank_kind": pl.String,  # LineAttrs.rank_kind
+    "_layers": pl.String,  # LineAttrs.layers joined by ","
+    "_pg_desc": pl.String,
+    "_src": pl.String,  # LineAttrs.src (producer file:line)
+    "_logger": pl.String,
+    "_file_year": pl.Int64,
+    "_file_attempt": pl.Int64,
+    "_file_single": pl.Boolean,
+}
+_DERIVED_FROM_TEXT = ("_year_known", "_rank_kind", "_layers", "_pg_desc", "_src", "_logger")
+_DERIVED_FROM_PATH = ("_file_year", "_file_attempt", "_file_single")
+
+_LAUNCHER_SRC = (
+    "torch/distributed/elastic/",
+    "torch/distributed/run.py",
+    "torch/distributed/launch",
+    "torch/multiprocessing/",
+    "deepspeed/launcher/",
+)
+_LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.multiprocessing")
+
+
+def internal_values(attrs: LineAttrs, fattrs: FileAttrs) -> dict[str, Any]:
+    """The internal-column values of one line, for the matcher (keys of ``INTERNAL_SCHEMA``)."""
+    return {
+        "_srun_task": attrs.srun_task,
+        "_ip": attrs.ip,
+        "_ray_actor": attrs.ray_actor,
+        "_nccl_dev": attrs.nccl_dev,
+        "_year_known": None if attrs.time is None else attrs.time.year is not None,
+        "_file_rank": fattrs.rank,
+        "_file_local_rank": fattrs.local_rank,
+        "_file_host": fattrs.host,
+        "_file_pid": fattrs.pid,
+        "_file_evidence": fattrs.evidence or None,
+        "_rank_kind": attrs.rank_kind,
+        "_layers": ",".join(attrs.layers) or None,
+        "_pg_desc": attrs.pg_desc,
+        "_src": attrs.src,
+        "_logger": attrs.logger,
+        "_file_year": fattrs.year,
+        "_file_attempt": fattrs.attempt,
+        "_file_single": fattrs.single_process,
+    }
 
 
 @dataclass(frozen=True)
@@ -14,21 +110,865 @@ class Topology:
     """What the whole dataset says about ranks, hosts and processes."""
 
     world_size: int | None = None
-    world_size_evidence: str = ""
-    pid_rank: dict[tuple[str | None, int], int] = field(default_factory=dict)
+    world_size_evidence: tuple[str, ...] = ()
+    world_size_disagreements: tuple[str, ...] = ()
+    pid_rank: dict[tuple[str | None, int], int] = field(default_factory=dict)  # (host, pid) -> rank
     host_ranks: dict[str, tuple[int, ...]] = field(default_factory=dict)
     rank_host: dict[int, str] = field(default_factory=dict)
     ip_host: dict[str, str] = field(default_factory=dict)
+    rank_local_rank: dict[int, int] = field(default_factory=dict)
     notes: tuple[str, ...] = ()
 
 
+# --------------------------------------------------------------------------------------------
+def _is_ip(h: str) -> bool:
+    parts = h.split(".")
+    return (len(parts) == 4 and all(p.isdigit() for p in parts)) or (":" in h)
+
+
+def _hkey(h: str | None) -> str | None:
+    """Host comparison key: IPs as they are, names lower-cased and cut at the first dot (as NCCL does)."""
+    if not h:
+        return None
+    return h if _is_ip(h) else h.split(".", 1)[0].lower()
+
+
+def _col(df: pl.DataFrame, name: str) -> list[Any]:
+    return df.get_column(name).to_list() if name in df.columns else [None] * df.height
+
+
+def _nonneg(values: list[Any], minimum: int = 0) -> list[Any]:
+    """Numbers below ``minimum`` (negative ranks, nranks 0 …) are no evidence: None."""
+    return [v if isinstance(v, int) and v >= minimum else None for v in values]
+
+
+def _with_internal(events: pl.DataFrame) -> pl.DataFrame:
+    """Add internal columns the matcher did not provide, derived from ``text``/``source`` or null."""
+    missing_text = [c for c in _DERIVED_FROM_TEXT if c not in events.columns]
+    missing_path = [c for c in _DERIVED_FROM_PATH if c not in events.columns]
+    add: dict[str, pl.Series] = {}
+    if missing_text and "text" in events.columns:
+        cache: dict[str, dict[str, Any]] = {}
+        vals: dict[str, list[Any]] = {c: [] for c in missing_text}
+        for t in events.get_column("text").to_list():
+            d = cache.get(t)
+            if d is None:
+                d = cache[t] = internal_values(parse_line(t or ""), FileAttrs())
+            for c in missing_text:
+                vals[c].append(d[c])
+        for c in missing_text:
+            add[c] = pl.Series(c, vals[c], INTERNAL_SCHEMA[c])
+    if missing_path and "source" in events.columns:
+        pcache: dict[str, dict[str, Any]] = {}
+        pvals: dict[str, list[Any]] = {c: [] for c in missing_path}
+        for s in events.get_column("source").to_list():
+            d = pcache.get(s)
+            if d is None:
+                d = pcache[s] = internal_values(LineAttrs(message=""), attrs_from_path(s or ""))
+            for c in missing_path:
+                pvals[c].append(d[c])
+        for c in missing_path:
+            add[c] = pl.Series(c, pvals[c], INTERNAL_SCHEMA[c])
+    if add:
+        events = events.with_columns(list(add.values()))
+    return events
+
+
+class _Facts:
+    """Rank facts about one key, with their evidence, strongest kind first."""
+
+    ORDER = ("direct", "comm", "childfailed", "file", "app")
+
+    def __init__(self) -> None:
+        self.by_kind: dict[str, Counter[int]] = defaultdict(Counter)
+        self.text: dict[tuple[str, int], str] = {}
+
+    def add(self, kind: str, rank: int, text: str) -> None:
+        self.by_kind[kind][rank] += 1
+        self.text.setdefault((kind, rank), text)
+
+    def best(self) -> tuple[int, str, list[str]] | None:
+        """(rank, evidence, conflicts) from the strongest kind; the most frequent value within it."""
+        chosen: tuple[int, str] | None = None
+        conflicts: list[str] = []
+        for kind in self.ORDER:
+            c = self.by_kind.get(kind)
+            if not c:
+                continue
+            top = sorted(c.items(), key=lambda kv: (-kv[1], kv[0]))
+            if chosen is None:
+                chosen = (top[0][0], self.text[(kind, top[0][0])])
+                others = [r for r, _ in top[1:]]
+            else:
+                others = [r for r, _ in top if r != chosen[0]]
+            for r in others:
+                conflicts.append(self.text[(kind, r)])
+        if chosen is None:
+            return None
+        return chosen[0], chosen[1], conflicts
+
+
 def resolve(events: pl.DataFrame) -> tuple[pl.DataFrame, Topology]:
-    """Fill rank/host/pid/time/attribution from all the evidence and drop the internal columns."""
-    out = events.with_columns(
-        pl.coalesce("rank", "_file_rank").alias("rank"),
-        pl.coalesce("host", "_file_host").alias("host"),
-        pl.when(pl.col("rank").is_not_null()).then(pl.lit("prefix")).otherwise(pl.lit("no rank evidence")).alias(
-            "attribution"
-        ),
-    )
-    return out.drop([c for c in INTERNAL_COLUMNS if c in out.columns]), Topology()
+    """Fill rank/local_rank/host/pid/time/attribution from all the evidence and drop the internal columns."""
+    if events.height == 0:
+        out = events
+        if "attribution" not in out.columns:
+            out = out.with_columns(pl.lit(None, pl.String).alias("attribution"))
+        return out.drop([c for c in out.columns if c.startswith("_")]), Topology()
+    return _Resolver(_with_internal(events)).run()
+
+
+class _Resolver:
+    def __init__(self, ev: pl.DataFrame) -> None:
+        self.ev = ev
+        self.n = ev.height
+        c = lambda name: _col(ev, name)  # noqa: E731
+        self.source: list[str] = [s or "" for s in c("source")]
+        self.line: list[int] = [x or 0 for x in c("line")]
+        self.signal = c("signal")
+        self.lrank = _nonneg(c("rank"))
+        self.rkind = c("_rank_kind")
+        self.llocal = _nonneg(c("local_rank"))
+        self.lhost = c("host")
+        self.lpid = _nonneg(c("pid"))
+        self.pg = c("pg")
+        self.pgdesc = c("_pg_desc")
+        self.pgrank = _nonneg(c("pg_rank"))
+        self.ip = c("_ip")
+        self.srun = _nonneg(c("_srun_task"))
+        self.layers = [tuple(x.split(",")) if x else () for x in c("_layers")]
+        self.src = c("_src")
+        self.logger = c("_logger")
+        self.time = c("time")
+        self.year_known = c("_year_known")
+        self.f_rank = _nonneg(c("_file_rank"))
+        self.f_local = _nonneg(c("_file_local_rank"))
+        self.f_host = c("_file_host")
+        self.f_pid = _nonneg(c("_file_pid"))
+        self.f_ev = c("_file_evidence")
+        self.f_year = c("_file_year")
+        self.f_single = c("_file_single")
+        self.comm_rank = _nonneg(c("comm_rank"))
+        self.nranks = _nonneg(c("nranks"), 1)
+        self.comm_id = c("comm_id")
+        self.fld_ip = c("ip")
+        self.t_rank = _nonneg(c("target_rank"))
+        self.t_local = _nonneg(c("target_local_rank"))
+        self.t_pid = _nonneg(c("target_pid"))
+        self.t_host = c("target_host")
+        self.f_world = _nonneg(c("world_size"), 1)
+        self.notes: list[str] = []
+        self.display: dict[str, str] = {}  # host key -> display name
+        self.strong: set[str] = set()
+
+    # ---- helpers ---------------------------------------------------------------------------
+    def _disp(self, key: str | None) -> str | None:
+        return None if key is None else self.display.get(key, key)
+
+    def _learn_display(self, h: str | None, strong: bool) -> str | None:
+        """Register how a host is shown: the first NCCL-header spelling wins, else the first seen."""
+        k = _hkey(h)
+        if k is None or h is None:
+            return k
+        if k not in self.display or (strong and k not in self.strong):
+            self.display[k] = h if _is_ip(h) else h.split(".", 1)[0]
+            if strong:
+                self.strong.add(k)
+        return k
+
+    # ---- passes ----------------------------------------------------------------------------
+    def run(self) -> tuple[pl.DataFrame, Topology]:
+        self._ip_map()
+        self._keys()
+        self._world()
+        self._process_ranks()
+        self._files()
+        self._nodes_and_tasks()
+        self._assign()
+        self._times()
+        return self._output()
+
+    def _ip_map(self) -> None:
+        seen: dict[str, set[str]] = defaultdict(set)
+        for i in range(self.n):
+            h = self.lhost[i] or self.f_host[i]
+            k = self._learn_display(h, "nccl" in self.layers[i])
+            if k is None or _is_ip(k):
+                continue
+            if self.signal[i] == "bootstrap" and self.fld_ip[i]:
+                seen[self.fld_ip[i]].add(k)
+            if self.ip[i] and "nccl" in self.layers[i]:
+                seen[self.ip[i]].add(k)
+        self.ip_host: dict[str, str] = {}
+        for ip, hosts in sorted(seen.items()):
+            if len(hosts) == 1:
+                self.ip_host[ip] = next(iter(hosts))
+            else:
+                self.notes.append(
+                    f"address {ip} is used by several hosts ({', '.join(sorted(hosts))}); not used to identify hosts"
+                )
+
+    def _host_of(self, h: str | None) -> str | None:
+        k = _hkey(h)
+        if k is not None and _is_ip(k):
+            return self.ip_host.get(k, k)
+        return k
+
+    def _keys(self) -> None:
+        """Each row's host key and process key (host, pid)."""
+        self.hk: list[str | None] = []
+        self.key: list[tuple[str | None, int] | None] = []
+        for i in range(self.n):
+            h = self._host_of(self.lhost[i])
+            if h is None and self.ip[i]:
+                h = self._host_of(self.ip[i])
+            if h is None:
+                h = self._host_of(self.f_host[i])
+            p = self.lpid[i]
+            if p is None and self.f_pid[i] is not None:
+                p = self.f_pid[i]
+                if h is None:
+                    h = self._host_of(self.f_host[i])
+            self.hk.append(h)
+            self.key.append((h, p) if p is not None else None)
+        # a pid seen without its host (Python logger, Ray on the driver's node) joins the one
+        # process with that pid on a named host, when there is exactly one
+        named: dict[int, set[str]] = defaultdict(set)
+        for k in self.key:
+            if k is not None and k[0] is not None and not _is_ip(k[0]):
+                named[k[1]].add(k[0])
+        for i, k in enumerate(self.key):
+            if k is not None and (k[0] is None or _is_ip(k[0])) and len(named.get(k[1], ())) == 1:
+                h = next(iter(named[k[1]]))
+                self.key[i] = (h, k[1])
+                if self.hk[i] is None or _is_ip(self.hk[i] or ""):
+                    self.hk[i] = h
+
+    def _world(self) -> None:
+        """World size and the world communicator's (host, pid) -> rank."""
+        sizes = Counter(
+            x for i, x in enumerate(self.nranks) if x is not None and self.comm_rank[i] is not None
+        )
+        self.world: int | None = max(sizes) if sizes else None
+        self.ws_evidence: list[str] = []
+        self.ws_disagree: list[str] = []
+        self.comm_facts: dict[tuple[str | None, int], dict[int, str]] = defaultdict(dict)
+        self.local_facts: dict[tuple[str | None, int], Counter[int]] = defaultdict(Counter)
+        self.nnodes: Counter[int] = Counter()
+        if self.world is not None:
+            others = sorted(s for s in sizes if s != self.world)
+            self.ws_evidence.append(
+                f"NCCL comm init: largest communicator has {self.world} ranks"
+                + (f" (smaller communicators: {', '.join(map(str, others))})" if others else "")
+            )
+        nn = _nonneg(_col(self.ev, "nnodes"), 1)
+        for i in range(self.n):
+            if self.nranks[i] != self.world or self.world is None or self.comm_rank[i] is None:
+                continue
+            k = self.key[i]
+            if nn[i] is not None:
+                self.nnodes[nn[i]] += 1
+            if k is None:
+                continue
+            r = self.comm_rank[i]
+            if r < 0 or r >= self.world:
+                continue
+            host = self._disp(k[0]) or "unknown host"
+            self.comm_facts[k].setdefault(
+                r, f"NCCL comm init: pid {k[1]} on {host} is rank {r} of {self.world}"
+            )
+            if self.t_local[i] is not None:
+                self.local_facts[k][self.t_local[i]] += 1
+        for i in range(self.n):
+            if self.t_pid[i] is not None and self.t_local[i] is not None and self.signal[i] != "init":
+                h = self._host_of(self.t_host[i]) if self.t_host[i] else self.hk[i]
+                self.local_facts[(h, self.t_pid[i])][self.t_local[i]] += 1
+        wf = Counter(x for x in self.f_world if x is not None and x > 0)
+        for w, cnt in sorted(wf.items()):
+            self.ws_evidence.append(f"world_size {w} printed on {cnt} line(s)")
+        if self.world is None and wf:
+            self.world = sorted(wf.items(), key=lambda kv: (-kv[1], -kv[0]))[0][0]
+        elif self.world is not None:
+            for w in sorted(wf):
+                if w != self.world:
+                    self.ws_disagree.append(
+                        f"world_size {w} printed, but the largest NCCL communicator has {self.world} ranks"
+                    )
+
+    def _process_ranks(self) -> None:
+        """(host, pid) -> rank from direct prefixes, world comm init, ChildFailedError blocks, files."""
+        self.proc: dict[tuple[str | None, int], _Facts] = defaultdict(_Facts)
+        for i in range(self.n):
+            k = self.key[i]
+            if k is None or self.lrank[i] is None:
+                continue
+            kind = self.rkind[i] or "prefix"
+            if kind == "app":
+                self.proc[k].add(
+                    "app", self.lrank[i], f"application prefix 'Rank {self.lrank[i]}: ' of pid {k[1]}"
+                )
+            else:
+                self.proc[k].add("direct", self.lrank[i], self._direct_text(i, k))
+        for k, ranks in self.comm_facts.items():
+            for r, text in ranks.items():
+                self.proc[k].add("comm", r, text)
+        self._childfailed()
+        for i in range(self.n):
+            if self.f_rank[i] is not None and self.f_pid[i] is not None and self.key[i] is not None:
+                k = (self._host_of(self.f_host[i]), self.f_pid[i])
+                self.proc[k].add("file", self.f_rank[i], f"file name ({self.f_ev[i]})")
+        self.proc_rank: dict[tuple[str | None, int], tuple[int, str, list[str]]] = {}
+        for k, facts in self.proc.items():
+            b = facts.best()
+            if b:
+                self.proc_rank[k] = b
+                if b[2]:
+                    self.notes.append(
+                        f"pid {k[1]} on {self._disp(k[0]) or 'unknown host'}: {b[1]}; disagreeing: {'; '.join(b[2])}"
+                    )
+        by_pid: dict[int, set[tuple[str | None, int]]] = defaultdict(set)
+        for k in self.proc_rank:
+            by_pid[k[1]].add(k)
+        self.pid_only = {p: next(iter(ks)) for p, ks in by_pid.items() if len(ks) == 1}
+
+    def _direct_text(self, i: int, k: tuple[str | None, int] | None = None) -> str:
+        kind = self.rkind[i] or "prefix"
+        r = self.lrank[i]
+        if kind == "nccl":
+            return f"NCCL [Rank {r}] on the comm init line"
+        if kind == "log_dist":
+            return f"DeepSpeed log_dist [Rank {r}]"
+        if kind == "app":
+            return f"application prefix 'Rank {r}: '"
+        base = f"prefix [rank{r}]:"
+        if k is not None:
+            return f"{base} on a line of pid {k[1]}"
+        return base
+
+    def _childfailed(self) -> None:
+        """torchrun ChildFailedError: `rank : R (local_rank: L)` + nearby `host :` and `exitcode … (pid: P)`."""
+        self.node_local: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
+        self.node_local_text: dict[tuple[str, int, int], str] = {}
+        self.rank_host_facts: dict[int, Counter[str]] = defaultdict(Counter)
+        rows = [
+            i
+            for i in range(self.n)
+            if self.signal[i] == "root_cause" or self.t_host[i] is not None or self.t_pid[i] is not None
+        ]
+        if not rows:
+            return
+        by_src: dict[str, list[int]] = defaultdict(list)
+        for i in rows:
+            by_src[self.source[i]].append(i)
+        for idx in by_src.values():
+            idx.sort(key=lambda j: self.line[j])
+            for j in idx:
+                if self.signal[j] != "root_cause" or self.t_rank[j] is None:
+                    continue
+                r, lr = self.t_rank[j], self.t_local[j]
+                host = pid = None
+                for o in idx:
+                    d = self.line[o] - self.line[j]
+                    if self.t_host[o] is not None and -3 <= d < 0 and self.signal[o] == "root_cause":
+                        host = self._host_of(self.t_host[o])
+                        self._learn_display(self.t_host[o], False)
+                    if self.t_pid[o] is not None and 0 < d <= 3 and self.signal[o] == "root_cause":
+                        pid = self.t_pid[o]
+                hd = self._disp(host) or "unknown host"
+                if host is not None:
+                    self.rank_host_facts[r][host] += 1
+                    if lr is not None:
+                        self.node_local[(host, lr)][r] += 1
+                        self.node_local_text.setdefault(
+                            (host, lr, r), f"torchrun ChildFailedError: rank {r} is local rank {lr} on {hd}"
+                        )
+                if pid is not None:
+                    self.proc[(host, pid)].add(
+                        "childfailed", r, f"torchrun ChildFailedError: pid {pid} on {hd} is rank {r}"
+                    )
+
+    def _files(self) -> None:
+        """Per source: is it one process's output, and which rank/process it belongs to."""
+        rows: dict[str, list[int]] = defaultdict(list)
+        for i in range(self.n):
+            rows[self.source[i]].append(i)
+        self.file_rank: dict[str, tuple[int, str]] = {}
+        self.file_key: dict[str, tuple[str | None, int]] = {}
+        self.file_host: dict[str, str] = {}
+        self.file_multi: dict[str, bool] = {}
+        self.file_local: dict[str, int] = {}
+        for src, idx in rows.items():
+            i0 = idx[0]
+            keys = {self.key[i] for i in idx if self.key[i] is not None and self.lpid[i] is not None}
+            direct = Counter(
+                self.lrank[i]
+                for i in idx
+                if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app"
+            )
+            hosts: set[str] = {h for h in (self.hk[i] for i in idx) if h is not None}
+            if len(hosts) == 1:
+                self.file_host[src] = next(iter(hosts))
+            launcher_layers = any(set(self.layers[i]) & {"tee", "srun", "ray", "pdsh"} for i in idx)
+            single = bool(self.f_single[i0]) or (len(keys) == 1 and len(direct) <= 1 and not launcher_layers)
+            if len(keys) > 1 or len(direct) > 1:
+                single = False
+            any_ranks = {self.lrank[i] for i in idx if self.lrank[i] is not None}
+            self.file_multi[src] = len(keys) > 1 or len(any_ranks) > 1
+            if not single:
+                if self.f_rank[i0] is not None and set(direct) - {self.f_rank[i0]}:
+                    self.notes.append(
+                        f"{src}: the file name suggests rank {self.f_rank[i0]} but its lines show rank(s) "
+                        f"{', '.join(map(str, sorted(direct)))}; the name is not used as a rank"
+                    )
+                continue
+            if self.f_local[i0] is not None:
+                self.file_local[src] = self.f_local[i0]
+            key = next(iter(keys)) if keys else None
+            if key is None and self.f_pid[i0] is not None:
+                key = (self._host_of(self.f_host[i0]), self.f_pid[i0])
+            if key is not None:
+                self.file_key[src] = key
+            cands: list[tuple[int, str]] = []
+            if direct:
+                r = direct.most_common(1)[0][0]
+                cands.append((r, f"single-process file: its other lines carry [rank{r}]:"))
+            if key is not None:
+                pr = self._proc_lookup(key)
+                if pr is not None:
+                    cands.append((pr[0], pr[1]))
+            if self.f_rank[i0] is not None:
+                cands.append((self.f_rank[i0], f"file name ({self.f_ev[i0]})"))
+            if cands:
+                self.file_rank[src] = cands[0]
+                for r, text in cands[1:]:
+                    if r != cands[0][0]:
+                        self.notes.append(
+                            f"{src}: {cands[0][1]} (rank {cands[0][0]}), but {text} says rank {r}"
+                        )
+
+    def _proc_lookup(self, key: tuple[str | None, int]) -> tuple[int, str, list[str]] | None:
+        pr = self.proc_rank.get(key)
+        if pr is not None:
+            return pr
+        h, p = key
+        other = self.pid_only.get(p)
+        if other is not None and (h is None or other[0] is None or _is_ip(h) or _is_ip(other[0] or "")):
+            return self.proc_rank[other]
+        return None
+
+    def _nodes_and_tasks(self) -> None:
+        """Slurm tasks: ranks or nodes; node-level local -> global maps."""
+        task_ranks: dict[int, Counter[int]] = defaultdict(Counter)
+        task_pids: dict[int, set[int]] = defaultdict(set)
+        task_hosts: dict[int, set[str]] = defaultdict(set)
+        task_tee: set[int] = set()
+        for i in range(self.n):
+            t = self.srun[i]
+            if t is None:
+                continue
+            r = self._row_rank_direct_or_proc(i)
+            if r is not None:
+                task_ranks[t][r] += 1
+            if self.lpid[i] is not None:
+                task_pids[t].add(self.lpid[i])
+            hi = self.hk[i]
+            if hi is not None:
+                task_hosts[t].add(hi)
+            if "tee" in self.layers[i]:
+                task_tee.add(t)
+        tasks = {t for t in self.srun if t is not None}
+        self.tasks_are: str | None = None
+        self.task_rank: dict[int, int] = {}
+        self.task_host = {t: next(iter(h)) for t, h in task_hosts.items() if len(h) == 1}
+        if tasks:
+            multi = [
+                t
+                for t in tasks
+                if len(task_ranks.get(t, ())) > 1 or len(task_pids.get(t, ())) > 1 or t in task_tee
+            ]
+            if multi:
+                self.tasks_are = "nodes"
+                self.notes.append(
+                    f"srun tasks are nodes, not ranks (task {min(multi)} shows several ranks, processes or torchrun prefixes)"
+                )
+            else:
+                self.task_rank = {t: c.most_common(1)[0][0] for t, c in task_ranks.items() if c}
+                if self.task_rank and all(r == t for t, r in self.task_rank.items()):
+                    self.tasks_are = "ranks"
+                elif not self.task_rank and self.world is not None and len(tasks) == self.world:
+                    self.tasks_are = "ranks"
+                    self.notes.append(
+                        f"srun tasks taken as ranks: {len(tasks)} tasks for a world of {self.world}"
+                    )
+                elif self.task_rank:
+                    self.tasks_are = "processes"
+        # node-level (node, local) -> rank
+        for k, (r, _text, _c) in self.proc_rank.items():
+            for lr in self.local_facts.get(k, ()):
+                if k[0] is not None:
+                    self.node_local[(k[0], lr)][r] += 1
+                    self.node_local_text.setdefault(
+                        (k[0], lr, r), f"NCCL localRank {lr} of pid {k[1]} on {self._disp(k[0])} (rank {r})"
+                    )
+        for i in range(self.n):
+            lr = self.llocal[i]
+            if lr is None:
+                continue
+            r = self._row_rank_direct_or_proc(i)
+            node = self._node(i)
+            if r is not None and node is not None:
+                self.node_local[(node, lr)][r] += 1
+                self.node_local_text.setdefault(
+                    (node, lr, r), f"lines with both [{lr}] tee and rank {r} on {self._node_disp(node)}"
+                )
+        # single node: NCCL says nNodes 1, or one node holds local rank world-1 (so all ranks)
+        if self.nnodes:
+            self.single_node = set(self.nnodes) == {1}
+        else:
+            top_local = max((x for x in self.llocal if x is not None), default=None)
+            if top_local is None:
+                top_local = max(self.file_local.values(), default=None)
+            self.single_node = (
+                self.world is not None
+                and top_local is not None
+                and top_local == self.world - 1
+                and self.tasks_are != "nodes"
+            )
+        self.rank_local: dict[int, int] = {}
+        rl: dict[int, Counter[int]] = defaultdict(Counter)
+        for (_node, lr), c in self.node_local.items():
+            for r in c:
+                rl[r][lr] += 1
+        for r, c in rl.items():
+            if len(c) == 1:
+                self.rank_local[r] = next(iter(c))
+
+    def _row_rank_direct_or_proc(self, i: int) -> int | None:
+        if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app":
+            return self.lrank[i]
+        k = self.key[i]
+        if k is not None:
+            pr = self._proc_lookup(k)
+            if pr is not None:
+                return pr[0]
+        return None
+
+    def _node(self, i: int) -> str | None:
+        if self.hk[i] is not None:
+            return self.hk[i]
+        src = self.source[i]
+        t = self.srun[i]
+        if t is not None and self.tasks_are == "nodes":
+            return self.task_host.get(t, f"srun task {t}")
+        if src in self.file_host:
+            return self.file_host[src]
+        return f"file {src}"
+
+    def _node_disp(self, node: str) -> str:
+        return node if node.startswith(("srun task ", "file ")) else (self._disp(node) or node)
+
+    # ---- per-row assignment ------------------------------------------------------------------
+    def _assign(self) -> None:
+        n = self.n
+        self.out_rank: list[int | None] = [None] * n
+        self.out_local: list[int | None] = [None] * n
+        self.out_host: list[str | None] = [None] * n
+        self.out_pid: list[int | None] = [None] * n
+        self.out_attr: list[str] = [""] * n
+        self.out_trank: list[int | None] = list(self.t_rank)
+        only_default = self._only_default_group()
+        for i in range(n):
+            src = self.source[i]
+            key = self.key[i]
+            if key is None and src in self.file_key:
+                key = self.file_key[src]
+            rank, why, conflicts = self._own_rank(i, key, only_default)
+            host_key = self.hk[i]
+            if host_key is None and key is not None:
+                host_key = key[0]
+            target = self._target(i, host_key)
+            if target is not None and self.t_rank[i] is None:
+                self.out_trank[i] = target[0]
+            if rank is None and target is not None and self.signal[i] != "init":
+                rank, why = target[0], f"line about another process: {target[1]}"
+            elif target is not None and self.t_rank[i] is None:
+                why = f"{why}; it talks about {target[1]}"
+            if rank is not None and self.world is not None and rank >= self.world:
+                conflicts.append(f"rank {rank} is outside the world size {self.world}")
+            self.out_rank[i] = rank
+            # host / pid / local rank
+            if host_key is None and rank is not None:
+                host_key = self._rank_host_key(rank)
+            if host_key is None and self.srun[i] is not None and self.tasks_are == "nodes":
+                host_key = self.task_host.get(self.srun[i])
+            if host_key is None and src in self.file_host and not self.file_multi.get(src):
+                host_key = self.file_host[src]
+            self.out_host[i] = self._disp(host_key)
+            self.out_pid[i] = (
+                self.lpid[i] if self.lpid[i] is not None else (key[1] if key is not None else None)
+            )
+            lr = self.llocal[i]
+            if lr is None:
+                lr = self.file_local.get(src)
+            if lr is None and key is not None and key in self.local_facts and len(self.local_facts[key]) == 1:
+                lr = next(iter(self.local_facts[key]))
+            if lr is None and rank is not None:
+                lr = self.rank_local.get(rank)
+            self.out_local[i] = lr
+            if rank is None:
+                why = self._reason(i, key)
+            elif conflicts:
+                why = f"{why}; conflicting evidence: {'; '.join(conflicts)}"
+            self.out_attr[i] = why
+
+    def _own_rank(
+        self, i: int, key: tuple[str | None, int] | None, only_default: bool
+    ) -> tuple[int | None, str, list[str]]:
+        """The rank of the process that wrote row i, by the evidence order of the module docstring."""
+        src = self.source[i]
+        conflicts: list[str] = []
+        pr = self._proc_lookup(key) if key is not None else None
+        lrank = self.lrank[i]
+        if lrank is not None and self.rkind[i] != "app":
+            if pr is not None and pr[0] != lrank:
+                conflicts.append(f"{pr[1]} says rank {pr[0]}")
+            elif pr is not None:
+                conflicts.extend(pr[2])
+            return lrank, self._direct_text(i), conflicts
+        if pr is not None:
+            why = pr[1] if self.key[i] is not None else f"{pr[1]} (single-process file {src})"
+            conflicts.extend(pr[2])
+            if lrank is not None and lrank != pr[0]:
+                conflicts.append(f"application prefix says rank {lrank}")
+            return pr[0], why, conflicts
+        if lrank is not None:
+            return lrank, self._direct_text(i), conflicts
+        if src in self.file_rank:
+            return self.file_rank[src][0], self.file_rank[src][1], conflicts
+        rank, why = self._via_local(i)
+        if rank is not None:
+            return rank, why, conflicts
+        t = self.srun[i]
+        if t is not None and self.tasks_are in ("ranks", "processes"):
+            if t in self.task_rank:
+                r = self.task_rank[t]
+                return r, f"srun task {t} (one task per rank; its other lines are rank {r})", conflicts
+            if self.tasks_are == "ranks":
+                return t, f"srun task {t} (one task per rank)", conflicts
+        pgr = self.pgrank[i]
+        if pgr is not None:
+            if self.pg[i] is not None and (self.pg[i] == "0" or self.pgdesc[i] == "default_pg"):
+                return pgr, f"rank {pgr} in the default process group ({self.pg[i]})", conflicts
+            if self.pg[i] is None and only_default:
+                why = f"WorkNCCL [Rank {pgr}], taken as the default group: no other process group is seen"
+                return pgr, why, conflicts
+        return None, "", conflicts
+
+    def _via_local(self, i: int) -> tuple[int | None, str]:
+        lr = self.llocal[i]
+        how = f"torchrun tee [{lr}]:" if lr is not None else ""
+        if lr is None:
+            lr = self.file_local.get(self.source[i])
+            how = f"torchrun log dir (local rank {lr})" if lr is not None else ""
+        if lr is None:
+            return None, ""
+        node = self._node(i)
+        if node is not None:
+            c = self.node_local.get((node, lr))
+            if c:
+                r = c.most_common(1)[0][0]
+                text = self.node_local_text.get((node, lr, r), "")
+                return r, f"{how} local rank {lr} on {self._node_disp(node)} is rank {r} ({text})"
+        if self.single_node:
+            return lr, f"{how} local rank {lr} = global rank (single-node job)"
+        return None, ""
+
+    def _rank_host_key(self, rank: int) -> str | None:
+        hosts = {k[0] for k, (r, _t, _c) in self.proc_rank.items() if r == rank and k[0] is not None}
+        hosts |= set(self.rank_host_facts.get(rank, ()))
+        return next(iter(hosts)) if len(hosts) == 1 else None
+
+    def _only_default_group(self) -> bool:
+        for i in range(self.n):
+            if self.pg[i] is not None and self.pg[i] != "0" and self.pgdesc[i] != "default_pg":
+                return False
+        sizes = {x for x in self.nranks if x is not None}
+        return len(sizes) <= 1
+
+    def _target(self, i: int, host_key: str | None) -> tuple[int, str] | None:
+        """The rank a line talks about: its target_rank, or target_pid / target_local_rank mapped."""
+        if self.t_rank[i] is not None:
+            return self.t_rank[i], f"rank {self.t_rank[i]}"
+        p = self.t_pid[i]
+        if p is not None:
+            h = self._host_of(self.t_host[i]) if self.t_host[i] else host_key
+            pr = self._proc_lookup((h, p))
+            if pr is None and h is not None:
+                pr = self._proc_lookup((None, p))
+            if pr is not None:
+                return pr[0], f"target pid {p} is rank {pr[0]} ({pr[1]})"
+        lr = self.t_local[i]
+        if lr is not None and host_key is not None and self.signal[i] != "init":
+            c = self.node_local.get((host_key, lr))
+            if c:
+                r = c.most_common(1)[0][0]
+                text = self.node_local_text.get((host_key, lr, r), "")
+                return r, f"target local rank {lr} on {self._disp(host_key)} is rank {r} ({text})"
+        return None
+
+    def _reason(self, i: int, key: tuple[str | None, int] | None) -> str:
+        lay = set(self.layers[i])
+        src_loc = self.src[i] or ""
+        logger = self.logger[i] or ""
+        if self.pgrank[i] is not None:
+            if self.pg[i] is not None:
+                return f"no global rank: [PG {self.pg[i]} Rank {self.pgrank[i]}] is a rank inside process group {self.pg[i]}"
+            return f"no global rank: [Rank {self.pgrank[i]}] is a process-group rank and other groups exist"
+        if key is not None:
+            return (
+                f"no rank evidence: pid {key[1]} on {self._disp(key[0]) or 'an unknown host'} appears in no NCCL "
+                "comm init or rank-prefixed line"
+            )
+        if self.llocal[i] is not None or self.source[i] in self.file_local:
+            lr = self.llocal[i] if self.llocal[i] is not None else self.file_local[self.source[i]]
+            node = self._node(i)
+            return (
+                f"no rank evidence: torchrun local rank {lr} on {self._node_disp(node) if node else 'an unknown node'}, "
+                "and no local-to-global map (multi-node job)"
+            )
+        if self.srun[i] is not None:
+            if self.tasks_are == "nodes":
+                return f"no rank evidence: srun task {self.srun[i]} runs several ranks (tasks are nodes)"
+            return f"no rank evidence: srun task {self.srun[i]}, unknown whether tasks are ranks or nodes"
+        if lay & {"syslog", "dmesg"}:
+            return "no rank evidence: kernel/system log line (host level)"
+        if "ray" in lay:
+            return "no rank evidence: Ray system line (raylet/autoscaler) without a worker pid"
+        if (
+            any(s in src_loc for s in _LAUNCHER_SRC)
+            or logger.startswith(_LAUNCHER_LOGGERS)
+            or ("deepspeed" in lay and src_loc.startswith("launch.py"))
+        ):
+            return (
+                f"no rank evidence: launcher line ({src_loc or logger}) from the parent process, not a worker"
+            )
+        if self.file_multi.get(self.source[i]):
+            return "no rank evidence: driver line without worker prefix in a file that mixes several ranks"
+        return "no rank evidence: the line has no worker prefix, and its file says nothing about the rank"
+
+    # ---- time ----------------------------------------------------------------------------------
+    def _times(self) -> None:
+        n = self.n
+        self.out_time: list[datetime | None] = list(self.time)
+        unknown = [i for i in range(n) if self.time[i] is not None and self.year_known[i] is False]
+        if not unknown:
+            return
+        known = [i for i in range(n) if self.time[i] is not None and self.year_known[i] is not False]
+        by_src: dict[str, list[datetime]] = defaultdict(list)
+        by_host: dict[str, list[datetime]] = defaultdict(list)
+        for i in known:
+            by_src[self.source[i]].append(self.time[i])
+            h = self.out_host[i]
+            if h:
+                by_host[h].append(self.time[i])
+        allk = [self.time[i] for i in known]
+        missing = 0
+        for i in unknown:
+            t: datetime = self.time[i]
+            refs = by_src.get(self.source[i])
+            y: int | None = None
+            if refs:
+                y = _nearest_year(t, refs)
+            elif self.f_year[i] is not None:
+                y = self.f_year[i]
+            elif (oh := self.out_host[i]) and by_host.get(oh):
+                y = _nearest_year(t, by_host[oh])
+            elif allk:
+                y = _nearest_year(t, allk)
+            new = _with_year(t, y) if y is not None else None
+            if new is None:
+                missing += 1
+            self.out_time[i] = new
+        if missing:
+            self.notes.append(
+                f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) left empty: "
+                "no line of the same file, host or data set and no date in a path gives the year"
+            )
+
+    # ---- output --------------------------------------------------------------------------------
+    def _output(self) -> tuple[pl.DataFrame, Topology]:
+        cols = [
+            pl.Series("rank", self.out_rank, pl.Int64),
+            pl.Series("local_rank", self.out_local, pl.Int64),
+            pl.Series("host", self.out_host, pl.String),
+            pl.Series("pid", self.out_pid, pl.Int64),
+            pl.Series("time", self.out_time, self.ev.schema.get("time", pl.Datetime("us"))),
+            pl.Series("attribution", self.out_attr, pl.String),
+        ]
+        if "target_rank" in self.ev.columns:
+            cols.append(pl.Series("target_rank", self.out_trank, self.ev.schema["target_rank"]))
+        out = self.ev.with_columns(cols)
+        out = out.drop([c for c in out.columns if c.startswith("_")])
+        return out, self._topology()
+
+    def _topology(self) -> Topology:
+        pid_rank: dict[tuple[str | None, int], int] = {}
+        for (h, p), (r, _t, _c) in sorted(self.proc_rank.items(), key=lambda kv: (kv[0][0] or "", kv[0][1])):
+            pid_rank[(self._disp(h), p)] = r
+        host_ranks: dict[str, set[int]] = defaultdict(set)
+        rank_hosts: dict[int, Counter[str]] = defaultdict(Counter)
+        for rr, hh in zip(self.out_rank, self.out_host, strict=True):
+            if rr is not None and hh is not None:
+                host_ranks[hh].add(rr)
+                rank_hosts[rr][hh] += 1
+        rank_host: dict[int, str] = {}
+        for r, c in sorted(rank_hosts.items()):
+            if len(c) > 1:
+                self.notes.append(f"rank {r} appears on several hosts ({', '.join(sorted(c))})")
+            rank_host[r] = c.most_common(1)[0][0]
+        ranks = {r for r in self.out_rank if r is not None}
+        ws_dis = list(self.ws_disagree)
+        if self.world is not None and ranks and max(ranks) >= self.world:
+            ws_dis.append(f"rank {max(ranks)} is seen, beyond the world size {self.world}")
+        elif self.world is None and ranks:
+            self.ws_evidence.append(
+                f"no world size printed; ranks up to {max(ranks)} are seen (a lower bound)"
+            )
+        return Topology(
+            world_size=self.world,
+            world_size_evidence=tuple(self.ws_evidence),
+            world_size_disagreements=tuple(ws_dis),
+            pid_rank=pid_rank,
+            host_ranks={h: tuple(sorted(rs)) for h, rs in sorted(host_ranks.items())},
+            rank_host=rank_host,
+            ip_host={ip: self._disp(h) or h for ip, h in sorted(self.ip_host.items())},
+            rank_local_rank=dict(sorted(self.rank_local.items())),
+            notes=tuple(dict.fromkeys(self.notes)),
+        )
+
+
+def _with_year(t: datetime, year: int) -> datetime | None:
+    try:
+        return t.replace(year=year)
+    except ValueError:  # 29 February in a non-leap year
+        return None
+
+
+def _nearest_year(t: datetime, refs: Iterable[datetime]) -> int | None:
+    """The year that puts ``t`` (a placeholder-year time) nearest the median reference time."""
+    rs = sorted(refs)
+    if not rs:
+        return None
+    ref = rs[len(rs) // 2]
+    best: tuple[float, int] | None = None
+    for y in (ref.year - 1, ref.year, ref.year + 1):
+        cand = _with_year(t, y)
+        if cand is None:
+            continue
+        d = abs((cand - ref).total_seconds())
+        if best is None or d < best[0]:
+            best = (d, y)
+    return best[1] if best else None
+
+
+__all__ = ["INTERNAL_SCHEMA", "PLACEHOLDER_YEAR", "Topology", "internal_values", "resolve"]

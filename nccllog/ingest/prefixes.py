@@ -1,8 +1,61 @@
 """Strip the prefix layers of one physical log line and keep what they say about its origin.
 
-Layers, outermost first (formats.md §1): journald/dmesg, srun --label, pdsh host, Ray actor
-(possibly nested), torchrun tee, c10 / Python logger, NCCL header. The PG prefix
-(`[PG ID 0 PG GUID 0(default_pg) Rank 3]`) is read but kept in the message.
+Layers, outermost first (formats.md §1), each optional, stacked in launcher order:
+
+1. terminal escape sequences (ANSI colour ``\\x1b[..m`` and every other CSI/OSC/ESC sequence)
+   are removed from the whole line first; trailing CR/LF are dropped;
+   the Ray dedup suffix `` [repeated 7x across cluster]`` (and the first-time notice after it)
+   is removed from the end -> ``repeat = 8``;
+2. a time/host layer: journald/syslog ``Oct 23 14:02:17 host kernel: `` (also
+   ``ident[pid]: ``), ISO ``2025-10-23T14:02:17.123Z `` (kubectl/CI; followed optionally by a
+   syslog ``host ident: ``), dmesg ``[  123.456789] `` (uptime, kept in ``uptime``, not a wall
+   time) and ``dmesg -T`` ``[Thu Oct 23 14:02:17 2025] ``;
+3. Slurm ``srun --label``: ``3: ``, ``03: ``, `` 3: ``, het ``P1  3: `` -> ``srun_task``;
+4. pdsh (DeepSpeed multi-node) ``host: `` -> ``host``. Conservative: the token must be an IPv4
+   address, or a lower-case hostname with a digit or hyphen (``gpu-node-07``, ``trn12``) that
+   is not a tool name (``python3``); a plain lower-case word (``worker``) only when a rank,
+   tee or date prefix follows. ``Traceback``, ``ERROR``, ``RuntimeError``, ``torch.X``,
+   ``File "x", line 3`` never qualify;
+5. Ray driver re-print ``(Actor pid=N, ip=IP) ``, ``(pid=N) ``, ``(raylet, ip=IP) ``,
+   ``(autoscaler +1m3s) ``, nested any number of times -> innermost ``pid``, last ``ip``,
+   innermost actor name;
+6. torchrun tee ``[default3]:`` / ``[trainer3]:`` (any role; no space after ``]:``) ->
+   ``local_rank``;
+7. ``[rank3]:`` (c10 / Python logger, also ``[rank3]: Traceback`` re-prints) -> global ``rank``;
+8. one terminal producer prefix:
+
+   - c10 C++ logger ``[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] ``, ≤2.1
+     ``[E ProcessGroupNCCL.cpp:474] `` (optional numeric token, 6 or 9 fraction digits);
+   - glog ``E1023 14:02:17.412903 12345 file.cpp:12] `` (number = thread id) and torch Python
+     2.3+ ``E1023 14:02:17.123000 48211 torch/x.py:12] `` (number = pid when it is a
+     possible pid, <= 4194304; 2.3-2.4 print a Python thread ident there, far larger);
+   - torch Python 2.1-2.2 ``[2025-10-23 14:02:17,123] torch.distributed.x: [ERROR] ``;
+   - plain Python logging (torch ≤2.0) ``ERROR:torch.distributed.elastic.x:``;
+   - DeepSpeed ``[2025-10-23 14:02:20,715] [ERROR] [launch.py:325:sigkill_handler] ``;
+   - NCCL ``host:pid:tid [dev] NCCL INFO ``, ``host:pid:tid [dev] file:line NCCL WARN ``,
+     2.30.7 ``file:line (func) NCCL WARN ``, ``host:pid:tid NCCL CALL ``, TRACE
+     ``host:pid:tid [dev] 12.345 func:line NCCL TRACE ``, each optionally preceded by a
+     ``[2025-10-23 14:02:17] `` timestamp (2.26.2+; any bracketed date-time is accepted).
+
+   A bracketed date-time that starts no known logger is stripped as a plain time layer.
+
+The message is everything after the innermost layer; no character of it is dropped or
+changed. Message-level prefixes are *read but kept* in the message:
+
+- the PyTorch PG prefix ``[PG ID 0 PG GUID 0(default_pg) Rank 3]``, ``[PG 0 (default_pg) Rank 3]``,
+  ``[PG 1 Rank 0]`` -> ``pg``, ``pg_desc``, ``pg_rank``; ``[Rank 5]`` (WorkNCCL prefix) ->
+  ``pg_rank`` only (its group is not named). These are ranks inside a group, never global;
+- DeepSpeed ``log_dist`` ``[Rank 3] `` after a DeepSpeed logger prefix -> global rank;
+- NCCL 2.29.2+ ``[Rank 3] ncclCommInitRank comm …`` -> global rank;
+- application ``Rank 3: `` and Lightning ``[rank: 3] `` -> global rank with ``rank_kind="app"``.
+  Justified as a generic rule: torch itself logs ``Rank 0: Completed store-based barrier …``
+  with the global rank, Lightning prefixes ``[rank: N]`` with its global rank, and
+  ``print(f"Rank {rank}: …")`` is the usual script convention (GF-Bench stdout.log). It is
+  the weakest line evidence: ``correlate.ranks`` prefers every other source.
+
+``rank_kind`` says where ``rank`` came from: ``prefix`` (``[rankN]:``), ``nccl`` (2.29.2+
+``[Rank G]`` init line), ``log_dist`` (DeepSpeed), ``app``. Every integer is a non-negative
+int64 or None.
 """
 
 from __future__ import annotations
@@ -11,7 +64,11 @@ from dataclasses import dataclass
 
 import regex
 
+from nccllog.ingest import timestamps as ts
 from nccllog.ingest.timestamps import PartialTime
+
+INT64_MAX = 2**63 - 1
+PID_MAX = 4194304  # PID_MAX_LIMIT on 64-bit Linux; a larger "pid" is a thread ident
 
 
 @dataclass(frozen=True)
@@ -19,7 +76,7 @@ class LineAttrs:
     """What the prefixes of one line say. Every field is None where the line says nothing."""
 
     message: str  # the innermost text, used for pattern matching
-    rank: int | None = None  # global rank from `[rankN]:` (c10 / Python logger)
+    rank: int | None = None  # global rank (see rank_kind)
     local_rank: int | None = None  # from a torchrun tee prefix `[default3]:`
     srun_task: int | None = None  # Slurm task id from `srun --label`
     host: str | None = None  # NCCL header host, pdsh host, journald host
@@ -34,6 +91,182 @@ class LineAttrs:
     time: PartialTime | None = None
     repeat: int = 1  # Ray `[repeated Nx across cluster]` -> N + 1
     layers: tuple[str, ...] = ()  # names of the layers stripped, outermost first
+    rank_kind: str | None = None  # prefix | nccl | log_dist | app
+    pg_desc: str | None = None  # `default_pg`, a user group_desc, ...
+    src: str | None = None  # producer source location `ProcessGroupNCCL.cpp:632`, `misc/socket.cc:50`
+    func: str | None = None  # NCCL 2.30.7 `(func)`, DeepSpeed `:func]`
+    logger: str | None = None  # Python logger name `torch.distributed.elastic.multiprocessing.api`
+    tee_role: str | None = None  # torchrun role name (`default`, `trainer`)
+    uptime: float | None = None  # dmesg seconds since boot (not a wall time)
+
+
+def _int(s: str | None) -> int | None:
+    """A non-negative int64 from ASCII digits, else None."""
+    if not s:
+        return None
+    v = int(s)
+    return v if v <= INT64_MAX else None
+
+
+_A = regex.ASCII
+_ESC = regex.compile(
+    r"\x1b(?:\[[0-?]*[ -/]*[@-~]?|\][^\x07\x1b]*(?:\x07|\x1b\\)?|[PX^_][^\x1b]*(?:\x1b\\)?|[ -/]*[0-~]?)|\x9b[0-?]*[ -/]*[@-~]?",
+    _A,
+)
+_RAY_SUFFIX = regex.compile(
+    r" ?\[repeated ([0-9]+)x across cluster\]"
+    r"(?: \(Ray deduplicates logs by default\. Set RAY_DEDUP_LOGS=0 to disable log deduplication, or see \S+ for more options\.\))?"
+    r" *$",
+    _A,
+)
+
+
+def clean_text(text: str) -> str:
+    """The line with terminal escape sequences and trailing CR/LF removed (the message's base)."""
+    if "\x1b" in text or "\x9b" in text:
+        text = _ESC.sub("", text)
+    return text.rstrip("\r\n")
+
+
+# --- layer regexes (all anchored with .match at a position) -------------------------------
+_SYSLOG = regex.compile(
+    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r" (?P<host>[^\s:\[\]]+) (?P<ident>[^\s:\[\]]+)(?:\[(?P<pid>[0-9]+)\])?: ",
+    _A,
+)
+_ISO_TS = regex.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})? ",
+    _A,
+)
+_SYSLOG_TAIL = regex.compile(
+    r"(?P<host>[^\s:\[\]]+) (?P<ident>kernel|[^\s:\[\]]+(?=\[))(?:\[(?P<pid>[0-9]+)\])?: ", _A
+)
+_DMESG = regex.compile(r"\[ *(?P<s>[0-9]{1,10}\.[0-9]{1,9})\] ", _A)
+_DMESG_T = regex.compile(
+    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9]?[0-9]) "
+    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})\] ",
+    _A,
+)
+_SRUN = regex.compile(r"(?:P(?P<het>[0-9]+) +)?(?P<pad> *)(?P<task>[0-9]+): ", _A)
+_RAY = regex.compile(
+    r"\((?:(?P<actor>[^\s()=,]+) )?pid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\) "
+    r"|\((?P<svc>raylet|autoscaler|gcs_server|monitor|dashboard|dashboard_agent|runtime_env_agent|log_monitor)"
+    r"(?:, ip=(?P<ip2>[0-9A-Fa-f.:]+))?(?: \+[0-9hms.]+)?\) ",
+    _A,
+)
+_TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z0-9_.\-]*?)(?P<lr>[0-9]+)\]:", _A)
+_RANK = regex.compile(r"\[rank(?P<r>[0-9]+)\]: ?", _A)
+_C10 = regex.compile(
+    r"\[(?P<lvl>[FEWIV])(?:(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{9}|[0-9]{6})"
+    r"(?: (?P<num>[0-9]+))?)? ?(?P<src>[^\s\]:]+:[0-9]+)\] ?",
+    _A,
+)
+_GLOG = regex.compile(
+    r"(?P<lvl>[FEWIVDC])(?P<md>[0-9]{4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{6}|[0-9]{9})"
+    r"(?: +(?P<num>[0-9]+))? (?P<src>[^\s\]:]+:[0-9]+)\](?: \[[^\]]*\])? ?",
+    _A,
+)
+_PYPLAIN = regex.compile(
+    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[A-Za-z_][A-Za-z0-9_.]*):", _A
+)
+_BRACKET_DATE = regex.compile(
+    r"\[(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?\] ?",
+    _A,
+)
+_DEEPSPEED = regex.compile(r"\[(?P<lvl>[A-Z]+)\] \[(?P<src>[^\s\]:]+:[0-9]+):(?P<func>[^\s\]]+)\] ?", _A)
+_PY21 = regex.compile(r"(?:\[[^\]\s]*\] )?(?P<logger>[A-Za-z_][A-Za-z0-9_.]*): \[(?P<lvl>[A-Z]+)\] ?", _A)
+_NCCL = regex.compile(
+    r"(?P<host>[^\s:\[\]()]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) "
+    r"(?:\[(?P<dev>-?[0-9]+)\] )?"
+    r"(?:(?P<tms>[0-9]+\.[0-9]+) )?"
+    r"(?:(?P<src>[^\s:]+:[0-9]+)(?: \((?P<func>[^\s()]*)\))? )?"
+    r"NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT|VERSION)(?: |$)",
+    _A,
+)
+_PG = regex.compile(
+    r"\[(?:PG ID (?P<lid>[0-9]+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<d1>[^()\]]*)\))?"
+    r"|PG (?P<name>[^\s()\]]+)(?: \((?P<d2>[^()\]]*)\))?) Rank (?P<r>[0-9]+)\]"
+    r"|\[Rank (?P<wr>[0-9]+)\]",
+    _A,
+)
+_NCCL_GRANK = regex.compile(r"\[Rank (?P<r>[0-9]+)\] nccl[A-Za-z]+ comm ", _A)
+_LOG_DIST = regex.compile(r"\[Rank (?P<r>[0-9]+)\] ", _A)
+_APP_RANK = regex.compile(r"Rank (?P<r>[0-9]+): |\[rank: (?P<l>[0-9]+)\] ", _A)
+
+_IPV4 = regex.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}", _A)
+_HOSTNAME = regex.compile(r"[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9](?:[a-z0-9-]{0,62}))*", _A)
+_TOOLS = regex.compile(  # lower-case tokens with a digit/hyphen that are programs or counters, not hosts
+    r"(?:python|pip|perl|ruby|lua|php|java|nvcc|gcc|g\+\+|clang|cc|ld|bash|sh|zsh)[0-9.]*(?:-[0-9.]+)?"
+    r"|nvidia-smi|cuda-gdb|ld-linux[a-z0-9.-]*"
+    r"|(?:rank|step|epoch|iter|iteration|layer|batch|process|proc|thread|stage|device|task)[-_]?[0-9]+",
+    _A,
+)
+_PDSH_NEXT = regex.compile(r"\[(?:rank[0-9]|[A-Za-z_][A-Za-z0-9_.\-]*?[0-9]+\]:|[0-9]{4}-)", _A)
+
+
+def _pdsh_host(s: str, pos: int) -> tuple[str, int] | None:
+    """The pdsh ``host: `` at ``pos`` (conservative), as (host, end), or None."""
+    end = s.find(": ", pos, pos + 256)
+    if end <= pos:
+        return None
+    tok = s[pos:end]
+    if _IPV4.fullmatch(tok):
+        return tok, end + 2
+    if not _HOSTNAME.fullmatch(tok) or _TOOLS.fullmatch(tok):
+        return None
+    if not any("a" <= c <= "z" for c in tok):
+        return None
+    if any(c.isdigit() or c == "-" for c in tok):
+        return tok, end + 2
+    # a plain word: only when a rank / tee / date prefix follows
+    if _PDSH_NEXT.match(s, end + 2):
+        return tok, end + 2
+    return None
+
+
+class _State:
+    __slots__ = (
+        "func",
+        "host",
+        "ip",
+        "layers",
+        "level",
+        "local_rank",
+        "logger",
+        "nccl_dev",
+        "pid",
+        "rank",
+        "rank_kind",
+        "ray_actor",
+        "src",
+        "srun_task",
+        "tee_role",
+        "tid",
+        "time",
+        "uptime",
+    )
+
+    def __init__(self) -> None:
+        self.rank: int | None = None
+        self.rank_kind: str | None = None
+        self.local_rank: int | None = None
+        self.srun_task: int | None = None
+        self.host: str | None = None
+        self.pid: int | None = None
+        self.tid: int | None = None
+        self.ip: str | None = None
+        self.ray_actor: str | None = None
+        self.nccl_dev: int | None = None
+        self.level: str | None = None
+        self.time: PartialTime | None = None
+        self.layers: list[str] = []
+        self.src: str | None = None
+        self.func: str | None = None
+        self.logger: str | None = None
+        self.tee_role: str | None = None
+        self.uptime: float | None = None
 
 
 def parse_line(text: str) -> LineAttrs:
@@ -41,20 +274,234 @@ def parse_line(text: str) -> LineAttrs:
     return _parse(text)
 
 
-_RANK = regex.compile(r"^\[rank(\d+)\]:")
-_NCCL = regex.compile(r"^(?:\[[^\]]*\] )?([\w.-]+):(\d+):(\d+) (?:\[(\d+)\] )?")
+def strip_dedup(text: str) -> tuple[str, int]:
+    """Remove Ray's `` [repeated Nx across cluster]`` suffix: (rest, N + 1), or (text, 1) without one."""
+    if "across cluster]" in text:
+        m = _RAY_SUFFIX.search(text)
+        if m:
+            n = _int(m.group(1))
+            return text[: m.start()], n + 1 if n is not None and n < INT64_MAX else 1
+    return text, 1
 
 
 def _parse(text: str) -> LineAttrs:
-    # Minimal placeholder implementation; the full one replaces it.
-    rank = None
-    m = _RANK.match(text)
-    if m:
-        rank = int(m.group(1))
-        text = text[m.end() :]
-    host = pid = None
-    m = _NCCL.match(text)
-    if m and "NCCL" in text:
-        host, pid = m.group(1), int(m.group(2))
-        text = text[m.end() :]
-    return LineAttrs(message=text, rank=rank, host=host, pid=pid)
+    s, repeat = strip_dedup(clean_text(text))
+    st = _State()
+    pos = _strip_layers(s, st)
+    message = s[pos:]
+    pg = pg_desc = pg_rank = None
+    if message[:1] == "[" or message[:1] == "R":
+        if message.startswith("[Rank "):
+            if "deepspeed" in st.layers:
+                m = _LOG_DIST.match(message)
+                if m:
+                    _set_rank(st, _int(m.group("r")), "log_dist")
+            elif "nccl" in st.layers:
+                m = _NCCL_GRANK.match(message)
+                if m:
+                    _set_rank(st, _int(m.group("r")), "nccl")
+        if "deepspeed" not in st.layers and "nccl" not in st.layers:
+            m = _PG.match(message)
+            if m:
+                if m.group("wr") is not None:
+                    pg_rank = _int(m.group("wr"))
+                else:
+                    pg = m.group("guid") or m.group("name")
+                    pg_desc = m.group("d1") if m.group("guid") else m.group("d2")
+                    pg_desc = pg_desc or None
+                    pg_rank = _int(m.group("r"))
+        m = _APP_RANK.match(message)
+        if m:
+            _set_rank(st, _int(m.group("r") or m.group("l")), "app")
+    return LineAttrs(
+        message=message,
+        rank=st.rank,
+        local_rank=st.local_rank,
+        srun_task=st.srun_task,
+        host=st.host,
+        pid=st.pid,
+        tid=st.tid,
+        ip=st.ip,
+        ray_actor=st.ray_actor,
+        pg=pg,
+        pg_rank=pg_rank,
+        nccl_dev=st.nccl_dev,
+        level=st.level,
+        time=st.time,
+        repeat=repeat,
+        layers=tuple(st.layers),
+        rank_kind=st.rank_kind,
+        pg_desc=pg_desc,
+        src=st.src,
+        func=st.func,
+        logger=st.logger,
+        tee_role=st.tee_role,
+        uptime=st.uptime,
+    )
+
+
+def _set_rank(st: _State, rank: int | None, kind: str) -> None:
+    """Record a line-level global rank unless a stronger one is already there."""
+    if st.rank is None and rank is not None:
+        st.rank, st.rank_kind = rank, kind
+
+
+# Stages: 0 start, 1 time/host layer, 3 srun/pdsh, 4 Ray, 5 tee, 6 [rankN]:
+def _strip_layers(s: str, st: _State) -> int:
+    pos, n, stage = 0, len(s), 0
+    done: set[str] = set()
+    while pos < n:
+        c = s[pos]
+        if c == "[":
+            c1 = s[pos + 1 : pos + 2]
+            if c1 == "r" and stage <= 5 and "rank" not in done:
+                m = _RANK.match(s, pos)
+                if m:
+                    _set_rank(st, _int(m.group("r")), "prefix")
+                    st.layers.append("rank")
+                    done.add("rank")
+                    pos, stage = m.end(), 6
+                    continue
+            if c1 in "FEWIV" and c1:
+                m = _C10.match(s, pos)
+                if m:
+                    st.level, st.src = m.group("lvl"), m.group("src")
+                    if m.group("md"):
+                        st.time = ts.from_mmdd(
+                            m.group("md"),
+                            m.group("h"),
+                            m.group("mi"),
+                            m.group("s"),
+                            m.group("f"),
+                            c10=len(m.group("f")) == 9,
+                        )
+                        if m.group("num"):
+                            st.tid = _int(m.group("num"))
+                    st.layers.append("c10")
+                    return m.end()
+            if c1.isdigit() and c1:
+                m = _BRACKET_DATE.match(s, pos)
+                if m and "date" not in done:
+                    st.time = ts.from_iso_match(m)
+                    end = m.end()
+                    m2 = _DEEPSPEED.match(s, end)
+                    if m2:
+                        st.level, st.src, st.func = m2.group("lvl"), m2.group("src"), m2.group("func")
+                        st.layers.append("deepspeed")
+                        return m2.end()
+                    m2 = _PY21.match(s, end)
+                    if m2:
+                        st.level, st.logger = m2.group("lvl"), m2.group("logger")
+                        st.layers.append("pylog")
+                        return m2.end()
+                    st.layers.append("date")
+                    done.add("date")
+                    pos = end
+                    continue
+            if stage == 0 and (c1 == " " or c1.isdigit()) and c1:
+                m = _DMESG.match(s, pos)
+                if m:
+                    st.uptime = float(m.group("s"))
+                    st.layers.append("dmesg")
+                    pos, stage = m.end(), 1
+                    continue
+            if stage == 0 and c1 in "MTWFS" and c1:
+                m = _DMESG_T.match(s, pos)
+                if m:
+                    st.time = ts.from_syslog_match(m)
+                    st.layers.append("dmesg")
+                    pos, stage = m.end(), 1
+                    continue
+            if stage <= 4 and "tee" not in done:
+                m = _TEE.match(s, pos)
+                if m and m.group("role") != "rank":
+                    st.local_rank, st.tee_role = _int(m.group("lr")), m.group("role")
+                    st.layers.append("tee")
+                    done.add("tee")
+                    pos, stage = m.end(), 5
+                    continue
+            break
+        if c == "(":
+            if stage <= 4:
+                m = _RAY.match(s, pos)
+                if m:
+                    if m.group("pid") is not None:
+                        st.pid = _int(m.group("pid"))
+                        st.ray_actor = m.group("actor") or st.ray_actor
+                    ip = m.group("ip") or m.group("ip2")
+                    if ip:
+                        st.ip = ip
+                    st.layers.append("ray")
+                    pos, stage = m.end(), 4
+                    continue
+            break
+        if c.isdigit() or c == " " or c == "P":
+            if stage <= 3 and "srun" not in done:
+                m = _SRUN.match(s, pos)
+                if m:
+                    st.srun_task = _int(m.group("task"))
+                    st.layers.append("srun")
+                    done.add("srun")
+                    pos, stage = m.end(), 3
+                    continue
+            if stage == 0 and c.isdigit():
+                m = _ISO_TS.match(s, pos)
+                if m:
+                    st.time = ts.from_iso_match(m)
+                    pos, stage = m.end(), 1
+                    m2 = _SYSLOG_TAIL.match(s, pos)
+                    if m2:
+                        st.host, st.pid = m2.group("host"), _int(m2.group("pid"))
+                        st.layers.append("syslog")
+                        pos = m2.end()
+                    else:
+                        st.layers.append("date")
+                    continue
+        if c.isalnum():
+            if "NCCL " in s:
+                m = _NCCL.match(s, pos)
+                if m:
+                    st.host, st.pid, st.tid = m.group("host"), _int(m.group("pid")), _int(m.group("tid"))
+                    st.nccl_dev = (
+                        _int(m.group("dev")) if m.group("dev") and m.group("dev")[0] != "-" else None
+                    )
+                    st.level, st.src, st.func = m.group("lvl"), m.group("src") or st.src, m.group("func")
+                    st.layers.append("nccl")
+                    return m.end()
+            if c in "FEWIVDC":
+                m = _GLOG.match(s, pos)
+                if m:
+                    st.level, st.src = m.group("lvl"), m.group("src")
+                    frac = m.group("f")
+                    st.time = ts.from_mmdd(m.group("md"), m.group("h"), m.group("mi"), m.group("s"), frac)
+                    num = _int(m.group("num"))
+                    path = st.src.rsplit(":", 1)[0]
+                    if num is not None and path.endswith(".py") and num <= PID_MAX:
+                        st.pid = num
+                    elif num is not None:
+                        st.tid = num
+                    st.layers.append("pylog" if path.endswith(".py") else "glog")
+                    return m.end()
+                m = _PYPLAIN.match(s, pos)
+                if m:
+                    st.level, st.logger = m.group("lvl"), m.group("logger")
+                    st.layers.append("pylog")
+                    return m.end()
+            if stage <= 1 and c in "JFMASOND":
+                m = _SYSLOG.match(s, pos)
+                if m:
+                    st.time = ts.from_syslog_match(m)
+                    st.host, st.pid = m.group("host"), _int(m.group("pid"))
+                    st.layers.append("syslog")
+                    pos, stage = m.end(), 1
+                    continue
+            if stage <= 3 and "pdsh" not in done and (c.isdigit() or c.islower()):
+                r = _pdsh_host(s, pos)
+                if r:
+                    st.host = r[0]
+                    st.layers.append("pdsh")
+                    done.add("pdsh")
+                    pos, stage = r[1], 3
+                    continue
+        break
+    return pos

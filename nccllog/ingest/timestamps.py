@@ -1,9 +1,48 @@
-"""Timestamps in every form the producers print, including ones without a year."""
+"""Timestamps in every form the producers print, including ones without a year.
+
+Forms (formats.md §2.1, §2.2, §4.2, §5.1, §6.3, §7.5), all read as the host-local wall clock
+that was printed (no time-zone arithmetic; an ISO offset or ``Z`` is ignored):
+
+==========================  ===================================  ======  =========================
+producer                    example                              year?   sub-second
+==========================  ===================================  ======  =========================
+c10 logger 2.4+             ``1023 14:02:17.412903117``          no      none: the 9 digits are
+                                                                         CLOCK_MONOTONIC ns, not
+                                                                         wall-clock sub-seconds
+                            ``307 09:05:01.000000001`` (Mar 7)   no      (same)
+glog / torch Python 2.3+    ``1023 14:02:17.412903``             no      microseconds
+Python asctime / DeepSpeed  ``2025-10-23 14:02:17,123``          yes     milliseconds
+NCCL 2.26.2+ ``[%F %T]``    ``[2025-10-23 14:02:17]``            yes     none (``%Nf`` if set)
+ISO 8601 / kubectl / CI     ``2025-10-23T14:02:17.123456Z``      yes     as printed
+torchrun ChildFailedError   ``2025-10-23_14:02:20``              yes     none
+journald / syslog           ``Oct 23 14:02:17``                  no      none
+dmesg -T                    ``Thu Oct 23 14:02:17 2025``         yes     none
+dmesg (plain)               ``[  123.456789]``                   --      seconds since boot: not a
+                                                                         wall time, see
+                                                                         :func:`parse_uptime`
+==========================  ===================================  ======  =========================
+
+A form without a year gives ``PartialTime.year = None``; the year is inferred later from other
+lines of the same file, host or data set (never from today's date, see ``correlate.ranks``).
+"""
 
 from __future__ import annotations
 
 from datetime import datetime
 from typing import NamedTuple
+
+import regex
+
+# The year used to store a year-less time in a Datetime column until the real year is known.
+# 2000 is a leap year, so 29 February survives until the inferred year is applied.
+PLACEHOLDER_YEAR = 2000
+
+MONTHS = {
+    m: i
+    for i, m in enumerate(
+        ("Jan", "Feb", "Mar", "Apr", "May", "Jun", "Jul", "Aug", "Sep", "Oct", "Nov", "Dec"), start=1
+    )
+}
 
 
 class PartialTime(NamedTuple):
@@ -16,6 +55,7 @@ class PartialTime(NamedTuple):
     minute: int
     second: int
     microsecond: int = 0
+    subsecond: bool = True  # False when the format has no (wall-clock) sub-second part
 
     def complete(self, year: int | None = None) -> datetime | None:
         """Return a datetime, using ``year`` when the line had none; None if impossible."""
@@ -26,3 +66,154 @@ class PartialTime(NamedTuple):
             return datetime(y, self.month, self.day, self.hour, self.minute, self.second, self.microsecond)
         except ValueError:
             return None
+
+    def placeholder(self) -> datetime | None:
+        """The datetime with ``PLACEHOLDER_YEAR`` standing in for a missing year."""
+        return self.complete(PLACEHOLDER_YEAR)
+
+
+def make_time(
+    year: int | None,
+    month: int,
+    day: int,
+    hour: int,
+    minute: int,
+    second: int,
+    microsecond: int = 0,
+    subsecond: bool = True,
+) -> PartialTime | None:
+    """A validated PartialTime, or None when a field is out of range (e.g. month 13, 31 April)."""
+    try:
+        datetime(
+            year if year is not None else PLACEHOLDER_YEAR, month, day, hour, minute, second, microsecond
+        )
+    except (ValueError, OverflowError):
+        return None
+    return PartialTime(year, month, day, hour, minute, second, microsecond, subsecond)
+
+
+def fraction_us(digits: str) -> int:
+    """Microseconds from the digits after the decimal point (any count, truncated to 6)."""
+    return int((digits + "000000")[:6]) if digits else 0
+
+
+def from_mmdd(mmdd: str, hh: str, mi: str, ss: str, frac: str = "", c10: bool = False) -> PartialTime | None:
+    """c10 / glog / torch-Python ``MMDD HH:MM:SS.frac`` (no year).
+
+    ``mmdd`` is month*100+day; the c10 logger does not zero-pad the month (``307`` = 7 March).
+    With ``c10=True`` or a 9-digit fraction the fraction is CLOCK_MONOTONIC nanoseconds and is
+    dropped (``subsecond=False``); a 6-digit glog/Python fraction is kept as microseconds.
+    """
+    v = int(mmdd)
+    if c10 or len(frac) == 9 or not frac:
+        return make_time(None, v // 100, v % 100, int(hh), int(mi), int(ss), 0, False)
+    return make_time(None, v // 100, v % 100, int(hh), int(mi), int(ss), fraction_us(frac), True)
+
+
+_A = regex.ASCII
+_ISO = regex.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})(?P<sep>[T _])(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?",
+    _A,
+)
+_SLASH = regex.compile(
+    r"(?P<y>[0-9]{4})/(?P<mo>[0-9]{2})/(?P<d>[0-9]{2}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?",
+    _A,
+)
+_MMDD = regex.compile(
+    r"(?:[FEWIVDC])?(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{6}|[0-9]{9})(?![0-9])",
+    _A,
+)
+_SYSLOG = regex.compile(
+    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?: (?P<y>[0-9]{4}))?",
+    _A,
+)
+_CTIME = regex.compile(
+    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9]?[0-9]) "
+    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})",
+    _A,
+)
+_UPTIME = regex.compile(r"\[\s*(?P<s>[0-9]{1,10}\.[0-9]{1,9})\]", _A)
+
+
+def from_iso_match(m: regex.Match[str]) -> PartialTime | None:
+    """PartialTime from a match of the ISO-like pattern (``-`` date, ``T``/space/``_`` separator)."""
+    f = m.group("f") or ""
+    return make_time(
+        int(m.group("y")),
+        int(m.group("mo")),
+        int(m.group("d")),
+        int(m.group("h")),
+        int(m.group("mi")),
+        int(m.group("s")),
+        fraction_us(f),
+        bool(f),
+    )
+
+
+def from_syslog_match(m: regex.Match[str]) -> PartialTime | None:
+    """``Oct 23 14:02:17`` (journald/syslog, no year) or ``Thu Oct 23 14:02:17 2025`` (dmesg -T)."""
+    y = m.groupdict().get("y")
+    return make_time(
+        int(y) if y else None,
+        MONTHS[m.group("mon")],
+        int(m.group("d").strip()),
+        int(m.group("h")),
+        int(m.group("mi")),
+        int(m.group("s")),
+        0,
+        False,
+    )
+
+
+def parse_timestamp(text: str) -> PartialTime | None:
+    """Parse a timestamp at the start of ``text`` (surrounding spaces and one pair of brackets allowed).
+
+    Accepts every wall-clock form of the module table. Returns None for anything else,
+    including dmesg uptime seconds (not wall time: use :func:`parse_uptime`).
+    """
+    s = text.strip()
+    if s.startswith("[") and s.endswith("]"):
+        s = s[1:-1].strip()
+    if not s:
+        return None
+    c = s[0]
+    if c.isdigit():
+        m = _ISO.match(s)
+        if m:
+            return from_iso_match(m)
+        m = _SLASH.match(s)
+        if m:
+            f = m.group("f") or ""
+            return make_time(
+                int(m.group("y")),
+                int(m.group("mo")),
+                int(m.group("d")),
+                int(m.group("h")),
+                int(m.group("mi")),
+                int(m.group("s")),
+                fraction_us(f),
+                bool(f),
+            )
+    m = _MMDD.match(s)
+    if m:
+        return from_mmdd(m.group("md"), m.group("h"), m.group("mi"), m.group("s"), m.group("f"))
+    m = _CTIME.match(s)
+    if m:
+        return from_syslog_match(m)
+    m = _SYSLOG.match(s)
+    if m:
+        return from_syslog_match(m)
+    return None
+
+
+def parse_uptime(text: str) -> float | None:
+    """Seconds since boot from a plain dmesg prefix ``[  123.456789]``; None otherwise.
+
+    This is kept apart from wall-clock time: without the boot time of that host it cannot be
+    placed on the timeline, only ordered within one host's kernel log.
+    """
+    m = _UPTIME.match(text.strip())
+    return float(m.group("s")) if m else None
