@@ -1,15 +1,45 @@
-"""JSON renderer: the stable, versioned contract (docs/json.md). Keys are added, never renamed."""
+"""JSON renderer: the stable, versioned contract (docs/json.md). Keys are added, never renamed.
+
+Deterministic: keys of maps keyed by data (ranks, hosts, settings) are sorted; lists keep the
+order the model gives them (it is meaning: evidence order, timeline order) or are sorted where
+order carries no meaning. Control characters that a terminal could interpret (DEL, C1 controls,
+bidi overrides) are written as ``\\uXXXX`` escapes, so printing the JSON is safe; the data is
+unchanged.
+"""
 
 from __future__ import annotations
 
 import json
+import re
 from typing import Any
 
-from nccllog.model import SCHEMA_VERSION, Evidence, Finding, Hypothesis, Incident
+from nccllog import __version__
+from nccllog.model import (
+    SCHEMA_VERSION,
+    Advice,
+    CollectiveRow,
+    Evidence,
+    Finding,
+    Hypothesis,
+    Incident,
+    RankInfo,
+    SettingFinding,
+    TimelineEntry,
+)
+
+_TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:
-    return {"source": e.source, "line": e.line, "rank": e.rank, "text": e.text}
+    return {
+        "source": e.source,
+        "line": e.line,
+        "rank": e.rank,
+        "text": e.text,
+        "host": e.host,
+        "time": e.time,
+        "note": e.note,
+    }
 
 
 def _hypothesis(h: Hypothesis, *, full: bool) -> dict[str, Any]:
@@ -23,6 +53,10 @@ def _hypothesis(h: Hypothesis, *, full: bool) -> dict[str, Any]:
     if full:
         out["score"] = round(h.score, 4)
         out["evidence"] = [_evidence(e) for e in h.evidence]
+        out["rules_in"] = list(h.rules_in)
+        out["rules_out"] = list(h.rules_out)
+        out["remediation"] = list(h.remediation)
+        out["collect_next_time"] = list(h.collect_next_time)
     return out
 
 
@@ -35,12 +69,78 @@ def _finding(f: Finding) -> dict[str, Any]:
         "host": f.host,
         "time": f.time,
         "fields": dict(sorted(f.fields.items())),
+        "severity": f.severity,
+        "signal": f.signal,
+        "text": f.text,
     }
+
+
+def _rank(r: RankInfo) -> dict[str, Any]:
+    return {
+        "rank": r.rank,
+        "host": r.host,
+        "local_rank": r.local_rank,
+        "pids": list(r.pids),
+        "sources": list(r.sources),
+        "status": r.status,
+        "lines": r.lines,
+        "last_time": r.last_time,
+        "last_enqueued": r.last_enqueued,
+        "last_completed": r.last_completed,
+        "last_step": r.last_step,
+        "timed_out_seq": r.timed_out_seq,
+        "first_error": _finding(r.first_error) if r.first_error is not None else None,
+    }
+
+
+def _collective(c: CollectiveRow) -> dict[str, Any]:
+    return {
+        "pg": c.pg,
+        "seq": c.seq,
+        "op": c.op,
+        "expected": list(c.expected),
+        "reporters": list(c.reporters),
+        "silent": list(c.silent),
+        "ops": {str(k): v for k, v in sorted(c.ops.items())},
+        "numel": {str(k): list(v) for k, v in sorted(c.numel.items())},
+        "timeout_ms": c.timeout_ms,
+        "elapsed_ms": {str(k): v for k, v in sorted(c.elapsed_ms.items())},
+        "note": c.note,
+    }
+
+
+def _timeline(e: TimelineEntry) -> dict[str, Any]:
+    return {
+        "time": e.time,
+        "rank": e.rank,
+        "host": e.host,
+        "pattern": e.pattern,
+        "severity": e.severity,
+        "source": e.source,
+        "line": e.line,
+        "text": e.text,
+    }
+
+
+def _setting(s: SettingFinding) -> dict[str, Any]:
+    return {
+        "name": s.name,
+        "value": s.value,
+        "status": s.status,
+        "message": s.message,
+        "replacement": s.replacement,
+        "sources": list(s.sources),
+    }
+
+
+def _advice(a: Advice) -> dict[str, Any]:
+    return {"title": a.title, "why": a.why, "steps": list(a.steps), "applies_to": a.applies_to}
 
 
 def to_dict(incident: Incident) -> dict[str, Any]:
     """The JSON document as plain Python data."""
     c = incident.coverage
+    env = incident.environment
     return {
         "schema_version": SCHEMA_VERSION,
         "verdict": _hypothesis(incident.verdict, full=False),
@@ -56,11 +156,35 @@ def to_dict(incident: Incident) -> dict[str, Any]:
             "lines": c.lines,
             "matched": c.matched,
             "unattributed": c.unattributed,
-            "skipped": [{"source": s.source, "reason": s.reason} for s in c.skipped],
+            "skipped": [{"source": s.source, "reason": s.reason, "lines": s.lines} for s in c.skipped],
+            "bytes_read": c.bytes_read,
+            "decode_replacements": c.decode_replacements,
+            "skipped_lines": c.skipped_lines,
+            "truncated_lines": c.truncated_lines,
+            "notes": list(c.notes),
         },
+        "nccllog_version": __version__,
+        "inputs": list(incident.inputs),
+        "redacted": incident.redacted,
+        "per_rank": [_rank(r) for r in sorted(incident.ranks, key=lambda r: r.rank)],
+        "timeline": [_timeline(e) for e in incident.timeline],
+        "collectives": [_collective(x) for x in incident.collectives],
+        "host_offsets": {h: round(v, 6) for h, v in sorted(incident.host_offsets.items())},
+        "environment": {
+            "frameworks": list(env.frameworks),
+            "launcher": env.launcher,
+            "versions": {k: list(v) for k, v in sorted(env.versions.items())},
+            "settings": dict(sorted(env.settings.items())),
+            "setting_findings": [_setting(s) for s in env.setting_findings],
+        },
+        "advice": [_advice(a) for a in incident.advice],
+        "unmatched_templates": [
+            {"template": t, "count": n, "example": ex} for t, n, ex in incident.unmatched_templates
+        ],
     }
 
 
 def render_json(incident: Incident) -> str:
     """Serialise the incident deterministically (sorted where order is not meaning)."""
-    return json.dumps(to_dict(incident), indent=2, ensure_ascii=False, default=str) + "\n"
+    text = json.dumps(to_dict(incident), indent=2, ensure_ascii=False, default=str) + "\n"
+    return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)

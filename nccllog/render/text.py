@@ -1,17 +1,339 @@
-"""Terminal renderer (placeholder: plain text; the rich renderer replaces it)."""
+"""Terminal renderer (rich): verdict panel, key evidence, the timeline around the failure, a
+per-rank table that folds to the outliers for large jobs, other hypotheses, remediation,
+environment, and a coverage footer.
+
+Log text only ever enters rich as ``Text`` objects built from ``view.clean`` (control and escape
+characters made visible), never as markup strings, so ``[bold red]`` in a log is shown as is and
+no escape sequence from a log reaches the terminal. Output is deterministic for a given width and
+colour setting (no clock, no environment lookups).
+"""
 
 from __future__ import annotations
 
+import io
+from typing import Any
+
+from rich import box
+from rich.console import Console, Group, RenderableType
+from rich.panel import Panel
+from rich.table import Table
+from rich.text import Text
+
 from nccllog.model import Incident
+from nccllog.render import view
+from nccllog.render.view import clean
+
+DEFAULT_WIDTH = 100
+SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "dim"}
+CONFIDENCE_STYLE = {"high": "bold green", "medium": "yellow", "low": "red"}
+MAX_RANK_ROWS = 10
+MAX_EVIDENCE = 4
 
 
-def render_text(incident: Incident) -> str:
-    """A short plain-text report."""
+def _t(text: str | None, style: str = "", limit: int | None = None) -> Text:
+    return Text(clean(text, limit), style=style)
+
+
+def _heading(title: str, note: str = "") -> Text:
+    out = Text(title, style="bold")
+    if note:
+        out.append(f"  {note}", style="dim")
+    return out
+
+
+def _table(
+    width: int,
+    fixed: list[tuple[str, int, dict[str, Any]]],
+    flex: tuple[str, dict[str, Any]],
+    flex_min: int = 16,
+) -> Table:
+    """A borderless table whose fixed columns keep their widths (the widest give way first when the
+    terminal is narrow); the last column takes the rest of the line."""
+    widths = [w for _n, w, _kw in fixed]
+
+    # rich counts the cell padding (2) in a column's width, plus one divider between columns
+    def room() -> int:
+        return width - sum(w + 3 for w in widths)
+
+    while room() < flex_min and max(widths) > 6:
+        widths[widths.index(max(widths))] -= 1
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, header_style="bold dim")
+    for (name, _w, kw), w in zip(fixed, widths, strict=True):
+        table.add_column(name, no_wrap=True, overflow="ellipsis", width=w + 2, **kw)
+    table.add_column(flex[0], no_wrap=True, overflow="ellipsis", width=max(room(), 8), **flex[1])
+    return table
+
+
+def _verdict(incident: Incident) -> Panel:
     v = incident.verdict
-    lines = [
-        f"Verdict: {v.category} (confidence {v.confidence})",
-        f"Culprit ranks: {', '.join(map(str, v.culprit_ranks)) or '-'}",
-        v.summary,
-        f"Ranks seen: {len(incident.ranks_seen)}; files {incident.coverage.files}, lines {incident.coverage.lines}",
+    body = Text()
+    body.append(view.CATEGORY_TITLES.get(v.category, v.category), style="bold")
+    body.append("\n")
+    body.append("Culprit: ", style="dim")
+    body.append(
+        clean(view.culprit_line(incident)), style="bold red" if v.culprit_ranks or v.culprit_hosts else ""
+    )
+    body.append("   Confidence: ", style="dim")
+    body.append(v.confidence, style=CONFIDENCE_STYLE.get(v.confidence, ""))
+    body.append("\n")
+    body.append(clean(view.ranks_seen_line(incident)), style="dim")
+    if v.summary:
+        body.append("\n\n")
+        body.append(clean(v.summary, 600))
+    reasons = [(Text("+", style="green"), _t(r, limit=300)) for r in v.rules_in[:4]]
+    reasons += [(Text("-", style="dim"), _t(r, "dim", limit=300)) for r in v.rules_out[:3]]
+    content: RenderableType = Group(body, Text(""), _bullets(reasons)) if reasons else body
+    title = Text.assemble(
+        ("nccllog ", "bold"), (v.category, "bold red" if v.category != "no_failure" else "bold green")
+    )
+    if incident.redacted:
+        title.append("  (redacted)", style="dim")
+    return Panel(
+        content,
+        title=title,
+        title_align="left",
+        box=box.ROUNDED,
+        border_style="red" if v.culprit_ranks else "",
+    )
+
+
+def _evidence(incident: Incident, width: int) -> RenderableType | None:
+    ev = view.all_evidence(incident)
+    if not ev:
+        return None
+    table = Table(box=None, show_header=False, padding=(0, 1), expand=False)
+    table.add_column("where", no_wrap=True, style="cyan")
+    table.add_column("line", overflow="fold")
+    for e in ev[:MAX_EVIDENCE]:
+        where = Text(clean(f"{e.source}:{e.line}", 60))
+        if e.rank is not None:
+            where.append(f"\nrank {e.rank}", style="bold")
+        if e.time:
+            where.append(f"\n{view.short_time(e.time)}", style="dim")
+        line = _t(e.text, limit=max(width * 3, 240))
+        if e.note:
+            line.append("\n")
+            line.append(clean(e.note, 200), style="italic dim")
+        table.add_row(where, line)
+    more = len(ev) - MAX_EVIDENCE
+    note = f"{view.plural(more, 'more line')} in --format html/json" if more > 0 else ""
+    return Group(_heading("Key evidence", note), table)
+
+
+def _timeline(incident: Incident, width: int) -> RenderableType | None:
+    rows, skipped_before, skipped_after = view.timeline_window(incident, before=4, after=7)
+    if not rows:
+        return None
+    zero = view.failure_time(incident)
+    with_date = view.spans_days(r.first.time for r in rows)
+    table = _table(
+        width,
+        [
+            ("time", 18 if with_date else 12, {}),
+            ("Δ", 8, {"justify": "right", "style": "dim"}),
+            ("who", 16, {}),
+        ],
+        ("event", {}),
+    )
+    for r in rows:
+        style = SEVERITY_STYLE.get(r.severity, "")
+        marker = "▶ " if r.anchor else "  "
+        event = Text(marker, style="bold red" if r.anchor else "")
+        count = len(r.entries)
+        if count > 1:
+            event.append(f"×{count} ", style="bold")
+        event.append(clean(r.first.text or r.first.pattern, 300), style=style)
+        table.add_row(
+            Text(view.short_time(r.first.time, with_date)),
+            Text(view.relative(r.first.time, zero)),
+            Text(clean(r.who(4), 40)),
+            event,
+        )
+    notes = []
+    if skipped_before:
+        notes.append(f"{skipped_before} earlier")
+    if skipped_after:
+        notes.append(f"{skipped_after} later")
+    note = ("(" + ", ".join(notes) + " rows not shown)") if notes else ""
+    return Group(_heading("Timeline around the failure", note), table)
+
+
+def _ranks(incident: Incident, width: int) -> RenderableType | None:
+    if not incident.ranks:
+        return None
+    rows, folded = view.rank_rows(incident, MAX_RANK_ROWS)
+    rank_w = max((len(r.label) + 10 if r.group else len(r.label) + 2) for r in rows)
+    host_w = max((len(view.hosts_label(r.hosts)) for r in rows), default=4)
+    table = _table(
+        width,
+        [
+            ("rank", min(max(rank_w, 4), 24), {}),
+            ("host", min(max(host_w, 4), 24), {}),
+            ("status", min(max(max(len(r.info.status or "-") for r in rows), 6), 14), {}),
+            ("progress", min(max(max(len(view.progress_label(r.info)) for r in rows), 8), 24), {}),
+            ("last heard", 12, {}),
+        ],
+        ("first error", {}),
+    )
+    for row in rows:
+        info = row.info
+        if row.group:
+            label = Text(f"{len(row.ranks)} ranks ", style="bold")
+            label.append(clean(row.label), style="dim")
+        else:
+            label = Text(row.label, style="bold red" if row.culprit else ("yellow" if row.outlier else ""))
+            if row.culprit:
+                label.append(" ◀", style="bold red")
+        table.add_row(
+            label,
+            Text(view.hosts_label(row.hosts)),
+            Text(clean(info.status or "-", 40), style="red" if row.culprit else ""),
+            Text(view.progress_label(info) if info.rank >= 0 else "-"),
+            Text(view.short_time(info.last_time) if info.rank >= 0 else "-"),
+            Text(view.first_error_label(info.first_error) if info.rank >= 0 else "-", style="dim"),
+        )
+    note = view.ranks_seen_line(incident)
+    if folded:
+        note += f"; outliers listed, {view.plural(folded, 'rank')} folded into groups"
+    return Group(_heading("Ranks", clean(note)), table)
+
+
+def _bullets(items: list[tuple[Text, Text]]) -> Table:
+    """Marker + text rows with a hanging indent (wrapped lines stay right of the marker)."""
+    grid = Table.grid(padding=(0, 1))
+    grid.add_column(no_wrap=True)
+    grid.add_column(overflow="fold")
+    for marker, body in items:
+        grid.add_row(Text("  ").append_text(marker), body)
+    return grid
+
+
+def _hypotheses(incident: Incident) -> RenderableType | None:
+    others = [h for h in incident.hypotheses if h != incident.verdict]
+    if not others:
+        return None
+    items = []
+    for h in others[:4]:
+        body = Text(h.category, style="bold")
+        body.append(f" ({h.confidence})", style=CONFIDENCE_STYLE.get(h.confidence, ""))
+        if h.culprit_ranks:
+            body.append(f" ranks {view.rank_ranges(h.culprit_ranks, 6)}")
+        if h.summary:
+            body.append(": ")
+            body.append(clean(h.summary, 240), style="dim")
+        items.append((Text("•"), body))
+    return Group(_heading("Other explanations considered"), _bullets(items))
+
+
+def _todo(incident: Incident) -> RenderableType | None:
+    items: list[tuple[Text, Text]] = []
+    for i, step in enumerate(view.remediation(incident)[:6], 1):
+        items.append((Text(f"{i}.", style="bold"), _t(step, limit=400)))
+    for a in incident.advice[:4]:
+        body = Text(clean(a.title, 200), style="bold")
+        if a.why:
+            body.append(" - ")
+            body.append(clean(a.why, 300), style="dim")
+        items.append((Text("•", style="bold"), body))
+    collect = incident.verdict.collect_next_time
+    if collect:
+        items.append(
+            (
+                Text("+", style="dim"),
+                Text("Next time also collect: " + clean("; ".join(collect[:4]), 400), style="dim"),
+            )
+        )
+    if not items:
+        return None
+    return Group(_heading("What to do"), _bullets(items))
+
+
+def _environment(incident: Incident) -> RenderableType | None:
+    env = incident.environment
+    items: list[tuple[Text, Text]] = []
+    if env.versions:
+        items.append(
+            (
+                Text("versions", style="dim"),
+                _t(", ".join(f"{k} {'/'.join(v)}" for k, v in sorted(env.versions.items())), limit=400),
+            )
+        )
+    if env.frameworks or env.launcher:
+        bits = [*env.frameworks, *([f"launcher {env.launcher}"] if env.launcher else [])]
+        items.append((Text("framework", style="dim"), _t(", ".join(bits), limit=200)))
+    if env.settings:
+        items.append(
+            (
+                Text("settings", style="dim"),
+                _t(" ".join(f"{k}={v}" for k, v in sorted(env.settings.items())), limit=600),
+            )
+        )
+    for sf in env.setting_findings[:5]:
+        style = "dim" if sf.status == "ok" else "yellow"
+        items.append(
+            (Text(sf.status, style=style), _t(f"{sf.name}={sf.value}: {sf.message}", style, limit=300))
+        )
+    if not items:
+        return None
+    return Group(_heading("Environment seen"), _bullets(items))
+
+
+def _coverage(incident: Incident) -> RenderableType:
+    c = incident.coverage
+    out = Text()
+    out.append(clean(view.coverage_line(incident)), style="dim")
+    for s in c.skipped[:5]:
+        out.append("\n  skipped ", style="dim")
+        out.append(clean(s.source, 80))
+        if s.lines:
+            out.append(clean(f" lines {s.lines}", 40))
+        out.append(": ", style="dim")
+        out.append(clean(s.reason, 160), style="dim")
+    if len(c.skipped) > 5:
+        out.append(f"\n  … {len(c.skipped) - 5} more skipped (see --format json)", style="dim")
+    for note in c.notes[:5]:
+        out.append("\n  note: ", style="dim")
+        out.append(clean(note, 200), style="dim")
+    return Group(_heading("Coverage"), out)
+
+
+def render_text(incident: Incident, *, color: bool = False, width: int | None = None) -> str:
+    """The terminal report. ``color`` adds ANSI styling (the CLI turns it on for terminals that
+    want it); without it the output is plain text."""
+    width = width or DEFAULT_WIDTH
+    buf = io.StringIO()
+    console = Console(
+        file=buf,
+        width=width,
+        height=50,
+        color_system="standard" if color else None,
+        force_terminal=color,
+        force_jupyter=False,
+        force_interactive=False,
+        no_color=not color,
+        markup=False,
+        emoji=False,
+        highlight=False,
+        legacy_windows=False,
+        soft_wrap=False,
+        safe_box=True,
+        _environ={},
+    )
+    parts: list[RenderableType | None] = [
+        _verdict(incident),
+        _evidence(incident, width),
+        _timeline(incident, width),
+        _ranks(incident, width),
+        _hypotheses(incident),
+        _todo(incident),
+        _environment(incident),
+        _coverage(incident),
     ]
-    return "\n".join(lines) + "\n"
+    for i, part in enumerate(p for p in parts if p is not None):
+        if i:
+            console.print()
+        console.print(part)
+    out = buf.getvalue()
+    if not color:  # rich pads table rows to the width; plain text has no trailing blanks
+        out = "\n".join(line.rstrip() for line in out.split("\n"))
+    return out

@@ -1,0 +1,599 @@
+"""What every renderer shows, computed once from the frozen Incident (no log text is parsed here).
+
+The renderers only lay these views out: which per-rank rows to show for a large job (outliers
+first, the rest collapsed into groups), the window of the merged timeline around the failure
+(consecutive events of the same pattern folded into one row), the collective alignment grid
+(ranks x sequence numbers, identical rows folded), and the log text made inert for display.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from collections import Counter, defaultdict
+from collections.abc import Iterable, Sequence
+from dataclasses import dataclass
+from datetime import datetime
+
+from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
+
+CATEGORY_TITLES: dict[str, str] = {
+    "straggler_hang": "A rank stopped making progress (straggler or hang)",
+    "collective_mismatch": "Ranks called different collectives (mismatch)",
+    "network_ib": "InfiniBand / RoCE network failure",
+    "network_socket": "Socket network failure",
+    "bootstrap_rendezvous": "Bootstrap / rendezvous failure",
+    "cuda_error": "CUDA error",
+    "oom": "Out of GPU memory",
+    "segfault_crash": "A process crashed (signal / segfault)",
+    "gpu_hardware_xid": "GPU hardware fault (Xid)",
+    "p2p_topology": "Peer-to-peer / topology failure",
+    "config_timeout_too_short": "Collective timeout set too short for the work",
+    "version_mismatch": "Version mismatch between ranks or libraries",
+    "init_failure": "Initialisation failure",
+    "other": "Other failure",
+    "no_failure": "No failure found",
+    "unknown": "Failure of unknown cause",
+}
+
+SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2, "critical": 3}
+
+# C0 controls (tab and newline included: a display line is one line), DEL, C1 controls, and the
+# Unicode characters that reorder or hide text (bidi overrides and isolates, line separators).
+_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
+
+
+def _escape_char(m: re.Match[str]) -> str:
+    c = m.group(0)
+    if c == "\t":
+        return "    "
+    code = ord(c)
+    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
+
+
+def clean(text: str | None, limit: int | None = None) -> str:
+    """Log text made inert for display: control and reordering characters become visible escapes
+    (``\\x1b``), and the result is cut to ``limit`` characters with a marker saying how much went."""
+    if not text:
+        return ""
+    out = _UNSAFE.sub(_escape_char, text)
+    if limit is not None and len(out) > limit:
+        cut = len(out) - limit
+        out = f"{out[:limit]}… [+{cut} chars]"
+    return out
+
+
+def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
+    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (at most ``limit`` runs, then ``…``)."""
+    values = sorted(set(ranks))
+    runs: list[str] = []
+    i = 0
+    while i < len(values):
+        j = i
+        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
+            j += 1
+        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
+        i = j + 1
+    if limit is not None and len(runs) > limit:
+        return ", ".join(runs[:limit]) + ", …"
+    return ", ".join(runs)
+
+
+def natural_key(text: str) -> tuple[object, ...]:
+    """Sort key that puts ``rank2.log`` before ``rank10.log``."""
+    return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
+
+
+def plural(n: int, word: str, many: str | None = None) -> str:
+    return f"{n} {word if n == 1 else (many or word + 's')}"
+
+
+def parse_time(iso: str | None) -> datetime | None:
+    """An ISO-8601 time from the model (never log text), or None."""
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=None) if t.tzinfo is not None else t
+
+
+def short_time(iso: str | None, with_date: bool = False) -> str:
+    t = parse_time(iso)
+    if t is None:
+        return "-" if not iso else clean(iso, 32)
+    ms = f"{t.microsecond // 1000:03d}"
+    return t.strftime("%m-%d %H:%M:%S") + f".{ms}" if with_date else t.strftime("%H:%M:%S") + f".{ms}"
+
+
+def spans_days(times: Iterable[str | None]) -> bool:
+    days = {t.date() for t in (parse_time(x) for x in times) if t is not None}
+    return len(days) > 1
+
+
+def offset_label(seconds: float | None) -> str:
+    """Seconds relative to the failure, e.g. ``-12.0s``, ``+0.3s``, ``+2m05s``."""
+    if seconds is None:
+        return ""
+    sign = "-" if seconds < 0 else "+"
+    s = abs(seconds)
+    if s < 60:
+        return f"{sign}{s:.1f}s"
+    if s < 3600:
+        return f"{sign}{int(s // 60)}m{int(s % 60):02d}s"
+    return f"{sign}{int(s // 3600)}h{int(s % 3600 // 60):02d}m"
+
+
+# ----------------------------------------------------------------------------------------------
+# Headline
+
+
+def culprit_line(incident: Incident) -> str:
+    v = incident.verdict
+    parts = []
+    if v.culprit_ranks:
+        parts.append(("rank " if len(v.culprit_ranks) == 1 else "ranks ") + rank_ranges(v.culprit_ranks, 12))
+    if v.culprit_hosts:
+        hosts = sorted(v.culprit_hosts)
+        shown = ", ".join(clean(h, 64) for h in hosts[:6]) + (", …" if len(hosts) > 6 else "")
+        parts.append(("on host " if len(hosts) == 1 else "on hosts ") + shown)
+    return " ".join(parts) if parts else "no single culprit named"
+
+
+def ranks_seen_line(incident: Incident) -> str:
+    seen = len(incident.ranks_seen)
+    ws = incident.world_size
+    text = f"{seen} of {ws} ranks seen" if ws else plural(seen, "rank") + " seen"
+    if incident.ranks_missing:
+        text += f"; no logs from {plural(len(incident.ranks_missing), 'rank')} ({rank_ranges(incident.ranks_missing, 8)})"
+    return text
+
+
+def coverage_line(incident: Incident) -> str:
+    c = incident.coverage
+    parts = [
+        plural(c.files, "file"),
+        f"{c.lines:,} lines",
+        f"{c.matched:,} matched",
+    ]
+    if c.unattributed:
+        parts.append(f"{c.unattributed:,} without a rank")
+    if c.skipped:
+        parts.append(f"{len(c.skipped)} skipped")
+    if c.decode_replacements:
+        parts.append(f"{c.decode_replacements:,} undecodable bytes replaced")
+    if c.truncated_lines:
+        parts.append(f"{c.truncated_lines:,} over-long lines cut")
+    return ", ".join(parts)
+
+
+def all_evidence(incident: Incident) -> list[Evidence]:
+    """The verdict's evidence, in the order the engine gave it (that order is meaning)."""
+    return list(incident.verdict.evidence)
+
+
+def remediation(incident: Incident) -> list[str]:
+    """The verdict's remediation steps, then each piece of advice's title (deduplicated)."""
+    out: list[str] = []
+    for step in incident.verdict.remediation:
+        if step not in out:
+            out.append(step)
+    return out
+
+
+# ----------------------------------------------------------------------------------------------
+# Per-rank table
+
+
+@dataclass(frozen=True)
+class RankRow:
+    """One row of the per-rank table: one rank, or a group of ranks that look alike."""
+
+    ranks: tuple[int, ...]
+    info: RankInfo  # the rank itself, or the group's first member
+    culprit: bool = False
+    outlier: bool = False
+    hosts: tuple[str, ...] = ()
+
+    @property
+    def group(self) -> bool:
+        return len(self.ranks) > 1
+
+    @property
+    def label(self) -> str:
+        return rank_ranges(self.ranks, 6) if self.group else str(self.ranks[0])
+
+
+def _signature(r: RankInfo) -> tuple[object, ...]:
+    first = r.first_error.pattern if r.first_error else None
+    return (r.status, r.last_enqueued, r.last_completed, r.timed_out_seq, first)
+
+
+def rank_rows(incident: Incident, max_rows: int) -> tuple[list[RankRow], int]:
+    """Per-rank rows, at most about ``max_rows``: every rank when they fit, otherwise the culprits
+    and the ranks that differ from the crowd one by one, and the crowd folded into groups of ranks
+    with the same status and progress. Returns the rows and how many ranks are not listed singly."""
+    infos = sorted(incident.ranks, key=lambda r: r.rank)
+    culprits = set(incident.verdict.culprit_ranks)
+    if len(infos) <= max_rows:
+        return [RankRow((r.rank,), r, culprit=r.rank in culprits, hosts=_h(r)) for r in infos], 0
+    groups: dict[tuple[object, ...], list[RankInfo]] = defaultdict(list)
+    for r in infos:
+        groups[_signature(r)].append(r)
+    sizes = {sig: len(members) for sig, members in groups.items()}
+    crowd = max(sizes.values()) if sizes else 0
+    singles: list[RankInfo] = [r for r in infos if r.rank in culprits]
+    budget = max(max_rows - 3, len(singles))
+    # Outliers: members of the smallest groups first (a rank alone in its group is the oddest).
+    for sig in sorted(groups, key=lambda s: (sizes[s], groups[s][0].rank)):
+        if sizes[sig] == crowd and len(groups) > 1:
+            continue
+        if sizes[sig] > max(2, len(infos) // 20):
+            continue
+        for r in groups[sig]:
+            if len(singles) >= budget:
+                break
+            if r.rank not in culprits:
+                singles.append(r)
+    single_ids = {r.rank for r in singles}
+    rows: list[RankRow] = [
+        RankRow((r.rank,), r, culprit=r.rank in culprits, outlier=r.rank not in culprits, hosts=_h(r))
+        for r in sorted(singles, key=lambda r: r.rank)
+    ]
+    rest = [(sig, [r for r in members if r.rank not in single_ids]) for sig, members in groups.items()]
+    rest = [(sig, m) for sig, m in rest if m]
+    rest.sort(key=lambda item: (-len(item[1]), item[1][0].rank))
+    room = max(max_rows - len(rows), 1)
+    folded = rest[:room] if len(rest) <= room else rest[: room - 1]
+    for _sig, members in folded:
+        hosts = tuple(sorted({m.host for m in members if m.host}))
+        rows.append(RankRow(tuple(m.rank for m in members), members[0], hosts=hosts))
+    leftover = [m for _sig, members in rest[len(folded) :] for m in members]
+    if leftover:
+        hosts = tuple(sorted({m.host for m in leftover if m.host}))
+        rows.append(
+            RankRow(tuple(sorted(m.rank for m in leftover)), RankInfo(rank=-1, status="(mixed)"), hosts=hosts)
+        )
+    return rows, len(infos) - len(singles)
+
+
+def _h(r: RankInfo) -> tuple[str, ...]:
+    return (r.host,) if r.host else ()
+
+
+def hosts_label(hosts: Sequence[str], limit: int = 2) -> str:
+    if not hosts:
+        return "-"
+    if len(hosts) <= limit:
+        return ", ".join(clean(h, 40) for h in hosts)
+    return plural(len(hosts), "host")
+
+
+def progress_label(r: RankInfo) -> str:
+    """``enq 4813 / done 4811`` style summary of a rank's last collective progress."""
+    parts = []
+    if r.last_enqueued is not None:
+        parts.append(f"enq {r.last_enqueued}")
+    if r.last_completed is not None:
+        parts.append(f"done {r.last_completed}")
+    if r.timed_out_seq is not None and r.timed_out_seq != r.last_enqueued:
+        parts.append(f"timeout {r.timed_out_seq}")
+    if r.last_step is not None:
+        parts.append(f"step {r.last_step}")
+    return " ".join(parts) or "-"
+
+
+def first_error_label(f: Finding | None, limit: int = 60) -> str:
+    if f is None:
+        return "-"
+    return f"{f.pattern}"[:limit]
+
+
+# ----------------------------------------------------------------------------------------------
+# Timeline
+
+
+@dataclass(frozen=True)
+class TimelineRow:
+    """Consecutive timeline entries of the same pattern, folded into one row."""
+
+    entries: tuple[TimelineEntry, ...]
+    anchor: bool = False  # the row of the failure
+
+    @property
+    def first(self) -> TimelineEntry:
+        return self.entries[0]
+
+    @property
+    def ranks(self) -> tuple[int, ...]:
+        return tuple(sorted({e.rank for e in self.entries if e.rank is not None}))
+
+    @property
+    def hosts(self) -> tuple[str, ...]:
+        return tuple(sorted({e.host for e in self.entries if e.host}))
+
+    @property
+    def severity(self) -> str:
+        return max((e.severity for e in self.entries), key=lambda s: SEVERITY_ORDER.get(s, 0))
+
+    @property
+    def last_time(self) -> str | None:
+        times = [e.time for e in self.entries if e.time]
+        return times[-1] if times else None
+
+    def who(self, limit: int = 6) -> str:
+        ranks = self.ranks
+        if ranks:
+            return ("rank " if len(ranks) == 1 else "ranks ") + rank_ranges(ranks, limit)
+        hosts = self.hosts
+        return hosts_label(hosts) if hosts else "-"
+
+
+def failure_index(incident: Incident) -> int | None:
+    """Index in ``incident.timeline`` of the failure: the verdict's first evidence line if it is
+    on the timeline, else the first error or critical entry."""
+    tl = incident.timeline
+    spots = {(e.source, e.line) for e in incident.verdict.evidence[:1]}
+    for i, e in enumerate(tl):
+        if (e.source, e.line) in spots:
+            return i
+    for i, e in enumerate(tl):
+        if SEVERITY_ORDER.get(e.severity, 0) >= 2:
+            return i
+    return None
+
+
+def fold_timeline(entries: Sequence[TimelineEntry], anchor: int | None = None) -> list[TimelineRow]:
+    rows: list[list[TimelineEntry]] = []
+    anchor_row: int | None = None
+    for i, e in enumerate(entries):
+        if rows and i != anchor and rows[-1][0].pattern == e.pattern and rows[-1][0].severity == e.severity:
+            rows[-1].append(e)
+            continue
+        rows.append([e])
+        if i == anchor:
+            anchor_row = len(rows) - 1
+    return [TimelineRow(tuple(r), anchor=(k == anchor_row)) for k, r in enumerate(rows)]
+
+
+def timeline_window(incident: Incident, before: int, after: int) -> tuple[list[TimelineRow], int, int]:
+    """Folded timeline rows around the failure: ``before`` rows before it, ``after`` from it on.
+    Returns the rows and how many rows were left out before and after."""
+    anchor = failure_index(incident)
+    rows = fold_timeline(incident.timeline, anchor)
+    if not rows:
+        return [], 0, 0
+    at = next((k for k, r in enumerate(rows) if r.anchor), None)
+    if at is None:
+        # No failure on the timeline: show its end, where a hang or crash shows.
+        start = max(len(rows) - before - after, 0)
+        return rows[start:], start, 0
+    start = max(at - before, 0)
+    end = min(at + after, len(rows))
+    return rows[start:end], start, len(rows) - end
+
+
+def failure_time(incident: Incident) -> datetime | None:
+    i = failure_index(incident)
+    if i is not None:
+        t = parse_time(incident.timeline[i].time)
+        if t is not None:
+            return t
+    for e in incident.verdict.evidence:
+        t = parse_time(e.time)
+        if t is not None:
+            return t
+    return None
+
+
+def relative(iso: str | None, zero: datetime | None) -> str:
+    t = parse_time(iso)
+    if t is None or zero is None:
+        return ""
+    return offset_label((t - zero).total_seconds())
+
+
+# ----------------------------------------------------------------------------------------------
+# Collective alignment grid
+
+OK, SILENT, MISMATCH, ABSENT = "ok", "silent", "mismatch", ""
+
+
+@dataclass(frozen=True)
+class GridRow:
+    ranks: tuple[int, ...]
+    cells: tuple[str, ...]  # one state per column
+    odd: bool = False
+
+
+@dataclass(frozen=True)
+class Grid:
+    pg: str
+    seqs: tuple[int, ...]
+    ops: tuple[str, ...]  # the majority op of each column
+    rows: tuple[GridRow, ...]
+    hidden_seqs: int = 0  # older sequence numbers left out
+    notes: tuple[str, ...] = ()
+
+
+def _cell(row: CollectiveRow, rank: int, op: str | None, numel: tuple[int | None, int | None] | None) -> str:
+    if rank not in row.expected and rank not in row.reporters:
+        return ABSENT
+    if rank in row.silent:
+        return SILENT
+    if op is not None and row.ops.get(rank, op) != op:
+        return MISMATCH
+    if numel is not None and rank in row.numel and row.numel[rank] != numel:
+        return MISMATCH
+    return OK
+
+
+def collective_grids(incident: Incident, max_seqs: int = 16, max_rows: int = 24) -> list[Grid]:
+    """One grid per process group that has collective rows; the groups with silent or mismatched
+    ranks first. Columns are the last ``max_seqs`` sequence numbers; rows are ranks, and ranks
+    whose whole row is identical are folded into one row (the odd rows are the minority)."""
+    by_pg: dict[str, list[CollectiveRow]] = defaultdict(list)
+    for c in incident.collectives:
+        by_pg[c.pg].append(c)
+    grids: list[Grid] = []
+    for pg, rows in by_pg.items():
+        rows = sorted(rows, key=lambda c: c.seq)
+        hidden = max(len(rows) - max_seqs, 0)
+        rows = rows[hidden:]
+        ops: list[str] = []
+        states: dict[int, list[str]] = {}
+        ranks = sorted({r for c in rows for r in (*c.expected, *c.reporters)})
+        for r in ranks:
+            states[r] = []
+        for c in rows:
+            op_counts = Counter(v for v in c.ops.values())
+            op = op_counts.most_common(1)[0][0] if op_counts else c.op
+            numel_counts = Counter(c.numel.values())
+            numel = numel_counts.most_common(1)[0][0] if numel_counts else None
+            ops.append(op or c.op or "?")
+            for r in ranks:
+                states[r].append(_cell(c, r, op, numel))
+        folded: dict[tuple[str, ...], list[int]] = defaultdict(list)
+        for r in ranks:
+            folded[tuple(states[r])].append(r)
+        counts = {k: len(v) for k, v in folded.items()}
+        top = max(counts.values()) if counts else 0
+        grid_rows = [
+            GridRow(
+                tuple(members),
+                cells,
+                odd=len(folded) > 1 and (counts[cells] < top or any(s in (SILENT, MISMATCH) for s in cells)),
+            )
+            for cells, members in folded.items()
+        ]
+        grid_rows.sort(key=lambda g: g.ranks[0])
+        notes: list[str] = [f"seq {c.seq}: {clean(c.note, 200)}" for c in rows if c.note]
+        if len(grid_rows) > max_rows:
+            keep = sorted(grid_rows, key=lambda g: (not g.odd, -len(g.ranks), g.ranks[0]))[: max_rows - 1]
+            dropped = [g for g in grid_rows if g not in keep]
+            notes.append(
+                f"{plural(sum(len(g.ranks) for g in dropped), 'more rank')} in {len(dropped)} other row patterns not shown"
+            )
+            grid_rows = sorted(keep, key=lambda g: g.ranks[0])
+        grids.append(Grid(pg, tuple(c.seq for c in rows), tuple(ops), tuple(grid_rows), hidden, tuple(notes)))
+    grids.sort(key=lambda g: (not any(r.odd for r in g.rows), g.pg))
+    return grids
+
+
+# ----------------------------------------------------------------------------------------------
+# Findings summary and raw excerpts
+
+
+@dataclass(frozen=True)
+class PatternCount:
+    pattern: str
+    severity: str
+    count: int
+    ranks: tuple[int, ...]
+    example: Finding
+
+
+def finding_counts(incident: Incident) -> list[PatternCount]:
+    """Findings per pattern, most severe then most frequent first."""
+    by: dict[str, list[Finding]] = defaultdict(list)
+    for f in incident.findings:
+        by[f.pattern].append(f)
+    out = [
+        PatternCount(
+            p,
+            max((f.severity for f in fs), key=lambda s: SEVERITY_ORDER.get(s, 0)),
+            len(fs),
+            tuple(sorted({f.rank for f in fs if f.rank is not None})),
+            fs[0],
+        )
+        for p, fs in by.items()
+    ]
+    out.sort(key=lambda c: (-SEVERITY_ORDER.get(c.severity, 0), -c.count, c.pattern))
+    return out
+
+
+@dataclass(frozen=True)
+class ExcerptLine:
+    line: int
+    text: str
+    severity: str
+    pattern: str
+    evidence: bool
+    gap_before: bool = False
+
+
+@dataclass(frozen=True)
+class Excerpt:
+    source: str
+    lines: tuple[ExcerptLine, ...]
+    ranks: tuple[int, ...]
+    hidden: int = 0
+
+
+def excerpts(incident: Incident, max_sources: int = 12, max_lines: int = 40) -> tuple[list[Excerpt], int]:
+    """The matched lines of the most telling sources (evidence sources, then the culprits', then
+    those with the most severe findings), each capped at ``max_lines`` (evidence and severe lines
+    kept first). Returns the excerpts and how many sources with matched lines were left out."""
+    ev = incident.events
+    if ev.height == 0:
+        return [], 0
+    evidence_spots: set[tuple[str, int]] = set()
+    for h in incident.hypotheses:
+        evidence_spots.update((e.source, e.line) for e in h.evidence)
+    evidence_spots.update((e.source, e.line) for e in incident.verdict.evidence)
+    culprits = set(incident.verdict.culprit_ranks)
+    cols = ["source", "line", "text", "severity", "pattern", "rank"]
+    rows = (
+        ev.select([c for c in cols if c in ev.columns])
+        .sort("source", "line")
+        .unique(subset=["source", "line"], keep="first", maintain_order=True)
+    )
+    per_source: dict[str, list[dict[str, object]]] = defaultdict(list)
+    for row in rows.iter_rows(named=True):
+        per_source[str(row["source"])].append(row)
+
+    def priority(src: str) -> tuple[object, ...]:
+        lines = per_source[src]
+        has_ev = any((src, int(r["line"])) in evidence_spots for r in lines)  # type: ignore[call-overload]
+        has_culprit = any(r.get("rank") in culprits for r in lines)
+        worst = max(SEVERITY_ORDER.get(str(r.get("severity")), 0) for r in lines)
+        return (0 if has_ev else 1, 0 if has_culprit else 1, -worst, natural_key(src))
+
+    chosen = sorted(per_source, key=priority)[:max_sources]
+    out: list[Excerpt] = []
+    for src in sorted(chosen, key=priority):
+        lines = per_source[src]
+        keyed = []
+        for r in lines:
+            line_no = int(r["line"])  # type: ignore[call-overload]
+            is_ev = (src, line_no) in evidence_spots
+            keyed.append(
+                (0 if is_ev else 1, -SEVERITY_ORDER.get(str(r.get("severity")), 0), line_no, r, is_ev)
+            )
+        keep = sorted(keyed, key=lambda k: (k[0], k[1], k[2]))[:max_lines]
+        keep.sort(key=lambda k: k[2])
+        ex_lines: list[ExcerptLine] = []
+        prev: int | None = None
+        for _a, _b, line_no, r, is_ev in keep:
+            ex_lines.append(
+                ExcerptLine(
+                    line=line_no,
+                    text=str(r.get("text") or ""),
+                    severity=str(r.get("severity") or "info"),
+                    pattern=str(r.get("pattern") or ""),
+                    evidence=is_ev,
+                    gap_before=prev is not None and line_no != prev + 1,
+                )
+            )
+            prev = line_no
+        ranks = tuple(sorted({int(r["rank"]) for r in lines if r.get("rank") is not None}))  # type: ignore[call-overload]
+        out.append(Excerpt(src, tuple(ex_lines), ranks, hidden=len(lines) - len(keep)))
+    return out, len(per_source) - len(chosen)
+
+
+def anchor_id(source: str, line: int) -> str:
+    """A stable HTML id for ``source:line`` (only [a-z0-9-] characters)."""
+    slug = re.sub(r"[^a-z0-9]+", "-", source.lower()).strip("-")[-60:]
+    digest = hashlib.sha1(source.encode("utf-8", "surrogatepass")).hexdigest()[:8]
+    return f"l-{slug}-{digest}-{line}"
