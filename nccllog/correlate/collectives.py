@@ -10,7 +10,7 @@ membership is known.
 from __future__ import annotations
 
 from collections import Counter
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from datetime import datetime
 from typing import Any
 
@@ -87,7 +87,7 @@ class Aligned:
     @property
     def size(self) -> int:
         """How many processes reported it (named or folded)."""
-        return len(self.reporters) + self.hidden + sum(1 for t in self.reports if t.rank is None)
+        return len(self.reporters) + self.hidden
 
     @property
     def op(self) -> str | None:
@@ -152,16 +152,24 @@ def align(timeouts: list[Timeout], world: tuple[int, ...], members: dict[str, se
     out = []
     for (pg, seq), reps in groups.items():
         by_rank: dict[int, Timeout] = {}
+        unnamed: list[Timeout] = []
         for t in reps:
-            if t.rank is not None and (
-                t.rank not in by_rank or (by_rank[t.rank].op is None and t.op is not None)
-            ):
-                by_rank[t.rank] = t
+            rank = t.rank
+            if rank is None and pg == DEFAULT_PG and t.row.get("pg_rank") is not None:
+                rank = int(t.row["pg_rank"])  # in the default group the group rank is the global rank
+            if rank is None:
+                unnamed.append(t)
+            elif rank not in by_rank or (by_rank[rank].op is None and t.op is not None):
+                by_rank[rank] = t if t.rank == rank else replace(t, rank=rank)
         reporters = tuple(sorted(by_rank))
         hidden = max(
             sum(t.repeat - 1 for t in reps if t.primary),
             sum(t.repeat - 1 for t in reps if not t.primary),
         )
+        # Unattributed timeout lines (a rethrown what(), a line without prefix) may repeat a named
+        # rank or be another one: they count only where nobody is named.
+        if not by_rank:
+            hidden += sum(1 for t in unnamed if t.primary)
         if pg == DEFAULT_PG and world:
             expected, known = world, True
         else:

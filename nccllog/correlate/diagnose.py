@@ -104,6 +104,7 @@ def diagnose(
     for rule in (hy.hang, hy.failstop, hy.network, hy.bootstrap, hy.versions, hy.progress, hy.stalls):
         drafts.extend(rule(ctx))
     drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
+    hy.reconcile(ctx, drafts)
     hypotheses = hy.finish(ctx, drafts)
     verdict = _choose(ctx, hypotheses)
     if not hypotheses or verdict is not hypotheses[0]:

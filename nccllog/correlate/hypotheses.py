@@ -84,6 +84,7 @@ class Draft:
     penalty: float = 0.0
     penalty_why: list[str] = field(default_factory=list)
     kind: str = ""  # which rule proposed it (for merging and tests)
+    after: bool = False  # a consequence: it came after the failure it would have to explain
 
     def penalise(self, amount: float, why: str) -> None:
         """Lower the confidence (not the ranking) for a gap in the data."""
@@ -451,20 +452,40 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
         if not behind or len(behind) * 3 > len(enq):
             return None
     ahead = sorted(r for r in enq if r not in behind)
-    d = Draft(category="straggler_hang", culprits=tuple(behind), kind="enqueue_skew")
-    d.score = 0.85 if a.seq is not None and all(enq[r] < a.seq for r in behind) else 0.7
-    lo = ", ".join(f"{r}: #{enq[r]}" for r in behind[:6])
+    lo = ", ".join(f"#{enq[r]}" if len(behind) == 1 else f"{r}: #{enq[r]}" for r in behind[:6])
     hi = max(enq[r] for r in ahead)
     coll = w.collective(a.op, a.seq)
-    d.summary = (
-        f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last enqueued work "
-        f"was {lo} while {w.others_phrase(ahead, ctx.world_size)} had enqueued up to #{hi} and timed out waiting at "
-        f"{coll} of {w.pg_name(a.pg)}."
-    )
-    d.rules_in.append(
-        f"Last enqueued work in {w.pg_name(a.pg)}: {lo} for {w.ranks_phrase(behind)}, up to #{hi} for the others; "
-        "a rank that never enqueued the collective the others wait in is the one holding them up."
-    )
+    never = a.seq is not None and all(enq[r] < a.seq for r in behind)
+    if never or a.seq is None:
+        d = Draft(category="straggler_hang", culprits=tuple(behind), kind="enqueue_skew")
+        d.score = 0.85 if never else 0.7
+        d.summary = (
+            f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last enqueued "
+            f"work was {lo} while {w.others_phrase(ahead, ctx.world_size)} had enqueued up to #{hi} and timed out "
+            f"waiting at {coll} of {w.pg_name(a.pg)}."
+        )
+        d.rules_in.append(
+            f"Last enqueued work in {w.pg_name(a.pg)}: {lo} for {w.ranks_phrase(behind)}, up to #{hi} for the others; "
+            "a rank that never enqueued the collective the others wait in is the one holding them up."
+        )
+    else:
+        # It did enqueue the collective, like everyone, and then stopped issuing work: its copy of the
+        # collective never ran because something else was ahead of it on that rank (another
+        # communicator's collective, another stream) -- the ranks ordered their collectives differently.
+        d = Draft(category="collective_mismatch", culprits=tuple(behind), kind="enqueue_skew")
+        d.score = 0.8
+        d.summary = (
+            f"{w.ranks_phrase(behind, capital=True)} enqueued {coll} of {w.pg_name(a.pg)} like the others but never got "
+            f"past it (last enqueued {lo}, the others up to #{hi}): on {'that rank' if len(behind) == 1 else 'those ranks'} "
+            "it was stuck behind other collective work, so the ranks' collectives were ordered differently."
+        )
+        d.rules_in.append(
+            f"Every rank timed out at {coll}, so every rank had enqueued it; {w.ranks_phrase(behind)} stopped there "
+            f"(last enqueued {lo}) while {w.others_phrase(ahead, ctx.world_size)} ran on to #{hi}."
+        )
+        d.rules_out.append(
+            f"A straggler would not have enqueued {coll} at all; {w.ranks_phrase(behind)} did, and still never ran it."
+        )
     rows = ctx.ev.filter(
         pl.col("rank").is_in(behind)
         & pl.col("last_enqueued").is_not_null()
@@ -712,7 +733,7 @@ def failstop(ctx: Context) -> list[Draft]:
         ranks = sorted({f.rank for f in fs if f.rank is not None})
         hosts = sorted({f.host for f in fs if f.rank is None and f.host})
         named = _named_ranks(fs)
-        everyone = len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
+        everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
         culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
         d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
         d.score = max(f.weight for f in fs)
@@ -726,6 +747,8 @@ def failstop(ctx: Context) -> list[Draft]:
         if everyone:
             d.summary = f"Every rank failed the same way ({what}){when}; the fault is common to all ranks, not one rank's."
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
+        elif named:
+            d.summary = f"{w.ranks_phrase(named, capital=True)} {_verb(lead)} {what}{when}"
         else:
             d.summary = f"{who} {_verb(lead)} {what}{when}"
         d.rules_in.append(f"{who} logged {what}{when} ({lead.row['source']}:{lead.row['line']}).")
@@ -741,6 +764,7 @@ def failstop(ctx: Context) -> list[Draft]:
                     d.score += 0.03
                 else:
                     d.score *= 0.5
+                    d.after = True
                     d.rules_out.append(
                         f"It was logged after the first watchdog timeout ({w.clock(first_timeout)}), so it may be a consequence."
                     )
@@ -849,78 +873,131 @@ def _cascade_evidence(ctx: Context, culprits: Sequence[int]) -> list[Evidence]:
 
 
 def network(ctx: Context) -> list[Draft]:
-    """IB/socket errors: map each peer address to its host; one host named by many peers is the suspect."""
+    """IB/socket errors placed on hosts.
+
+    - Errors a host reports about its own adapter (async port events, completions without a
+      peer) implicate that host's port or link: the hosts are named, not their ranks.
+    - Errors naming a peer address are edges (reporter host, peer host); the host at one end of
+      most edges (of all of them, ideally) is the suspect, with the ranks it runs.
+    - Errors between processes of one host are not the network's: intra-node traffic should not
+      use it at all (P2P/SHM disabled or broken), which is a topology/config problem.
+    """
     rows = ctx.ev.filter(
         pl.col("signal").is_in(["network_ib", "network_socket"]) & (pl.col("_fw") > 0)
     ).to_dicts()
     if not rows:
         return []
     ib = any(r["signal"] == "network_ib" for r in rows)
-    by_peer: dict[str, set[tuple[Any, Any]]] = defaultdict(set)
-    peer_rows: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    category = "network_ib" if ib else "network_socket"
+    edges: list[tuple[str | None, str, dict[str, Any]]] = []
+    intra: list[dict[str, Any]] = []
     local: dict[str, list[dict[str, Any]]] = defaultdict(list)
-    reporters: set[tuple[Any, Any]] = set()
     for r in rows:
-        me = r["host"] or ctx.book.rank_host.get(r["rank"] if r["rank"] is not None else -1)
-        reporters.add((me, r["rank"]))
+        me = r["host"] or (ctx.book.rank_host.get(r["rank"]) if r["rank"] is not None else None)
         addr = r["peer_addr"] or r["peer"]
         if addr:
             peer = ctx.book.host_of(addr) or _bare(addr)
-            if peer != me:
-                by_peer[peer].add((me, r["rank"]))
-                peer_rows[peer].append(r)
-        elif me:
+            if me is not None and peer == me:
+                intra.append(r)
+            else:
+                edges.append((me, peer, r))
+        elif me is not None and _adapter_fault(r):
             local[me].append(r)
-    category = "network_ib" if ib else "network_socket"
-    suspect: str | None = None
-    why = ""
-    if by_peer:
-        ranked = sorted(by_peer.items(), key=lambda kv: (-len({h for h, _ in kv[1]}), -len(kv[1]), kv[0]))
-        top, reps = ranked[0]
-        rep_hosts = {h for h, _ in reps}
-        second = len({h for h, _ in ranked[1][1]}) if len(ranked) > 1 else 0
-        if len(rep_hosts) > second or len(ranked) == 1:
-            suspect = top
-            why = (
-                f"{w.plural(len(reps), 'rank')} on {w.plural(len(rep_hosts), 'host')} report errors from {top}"
-                + (
-                    f" (the next most named peer: {second} host(s))"
-                    if len(ranked) > 1
-                    else "; no other peer is named"
-                )
-            )
-        reporter_hosts = {h for h, _ in reporters if h}
-        if len(reporter_hosts) == 1 and len(by_peer) >= 3:
-            suspect = next(iter(reporter_hosts))
-            why = f"only {suspect} reports errors, with {len(by_peer)} different peers: its own NIC or link is the common factor"
-    if suspect is None and local:
-        suspect = sorted(local, key=lambda h: -len(local[h]))[0]
-        why = f"{suspect} reports errors on its own adapter ({len(local[suspect])} line(s))"
-    if suspect is None:
-        return []
-    ranks = ctx.book.ranks_on(suspect)
-    d = Draft(category=category, culprits=tuple(ranks), hosts=(suspect,), kind="network")
-    d.score = 0.75 if ib else 0.6
-    n_rep = len({x for x in reporters})
-    first = _first(peer_rows.get(suspect) or local.get(suspect) or rows, 1)[0]
-    detail = _net_detail(peer_rows.get(suspect) or local.get(suspect) or rows)
-    on = f" (ranks {w.rank_list(ranks)})" if ranks else ""
+    drafts: list[Draft] = []
+    if intra and len(intra) >= len(edges):
+        drafts.append(_intra_node(ctx, intra))
+    if local:
+        drafts.append(_local_fault(ctx, local, category, ib))
+    elif edges:
+        d = _peer_fault(ctx, edges, category, ib)
+        if d is not None:
+            drafts.append(d)
+    return drafts
+
+
+def _adapter_fault(r: dict[str, Any]) -> bool:
+    """A line about the reporter's own adapter that is a fault (not ``port active``/GID changes)."""
+    if r.get("ib_status") is not None:
+        return True
+    text = f"{r.get('error') or ''} {r.get('message') or ''}".lower()
+    return any(x in text for x in ("error", "catastrophic", "fatal", "down", "fail"))
+
+
+def _local_fault(ctx: Context, local: dict[str, list[dict[str, Any]]], category: str, ib: bool) -> Draft:
+    hosts = sorted(local, key=lambda h: (-len(local[h]), h))
+    every = [r for h in hosts for r in local[h]]
+    d = Draft(category=category, culprits=(), hosts=tuple(sorted(hosts)), kind="network_local")
+    d.score = 0.72
+    detail = _net_detail(every)
+    counts = ", ".join(f"{h} ({len(local[h])})" for h in hosts[:5])
     d.summary = (
-        f"{w.plural(n_rep, 'rank').capitalize()} lost {'InfiniBand' if ib else 'socket'} connections to {suspect}{on}"
-        f"{': ' + detail if detail else ''}; the link or NIC of {suspect} is the suspect."
-        if suspect in by_peer
-        else f"{suspect}{on} reported {'IB' if ib else 'network'} errors on its own adapter{': ' + detail if detail else ''}; "
-        f"its NIC or link is the suspect."
+        f"The {'InfiniBand' if ib else 'network'} adapter{'s' if len(hosts) > 1 else ''} of {w.host_list(hosts)} "
+        f"reported faults on {'their' if len(hosts) > 1 else 'its'} own port{': ' + detail if detail else ''}; "
+        f"the link or NIC of {'those hosts' if len(hosts) > 1 else 'that host'} is the suspect."
     )
-    d.rules_in.append(why[:1].upper() + why[1:] + ".")
-    if suspect in by_peer:
-        addrs = sorted({(r["peer_addr"] or r["peer"] or "") for r in peer_rows[suspect]})
-        d.rules_in.append(f"Peer address(es) {', '.join(a for a in addrs[:4] if a)} belong to {suspect}.")
-    # A failure of the suspect's own processes before the errors means the peer died, not the link.
+    d.rules_in.append(
+        f"Adapter errors reported by the host itself, lines per host: {counts}. A port that goes down and up "
+        "(port error / port active) is a flapping link or a failing NIC or cable."
+    )
+    others = sorted({r["rank"] for r in every if r.get("rank") is not None})
+    if others:
+        d.rules_in.append(f"Reported by {w.ranks_phrase(others)}, i.e. by every process using that adapter.")
+    d.rules_out.append(
+        "Errors about one's own port do not come from a peer process dying; no crash is needed to explain them."
+    )
+    d.evidence = [evidence(r) for h in hosts for r in _first(local[h], 2)][:8]
+    d.remediation = _remediation(ctx.library, every[:3])
+    return d
+
+
+def _peer_fault(
+    ctx: Context, edges: list[tuple[str | None, str, dict[str, Any]]], category: str, ib: bool
+) -> Draft | None:
+    touch: Counter[str] = Counter()
+    reporters_of: dict[str, set[tuple[Any, Any]]] = defaultdict(set)
+    for me, peer, r in edges:
+        for h in {me, peer} - {None}:
+            assert h is not None
+            touch[h] += 1
+        reporters_of[peer].add((me, r["rank"]))
+    ranked = sorted(touch.items(), key=lambda kv: (-kv[1], -len(reporters_of.get(kv[0], ())), kv[0]))
+    top, n_top = ranked[0]
+    if len(ranked) > 1 and ranked[1][1] == n_top and len(edges) > 1:
+        return None
+    everywhere = n_top == len(edges)
+    rows = [r for me, peer, r in edges if top in (me, peer)]
+    reps = reporters_of.get(top, set())
+    ranks = ctx.book.ranks_on(top)
+    d = Draft(category=category, culprits=tuple(ranks), hosts=(top,), kind="network")
+    d.score = (0.75 if ib else 0.6) + (0.05 if everywhere and len(edges) > 1 else 0.0)
+    detail = _net_detail(rows)
+    on = f" (ranks {w.rank_list(ranks)})" if ranks else ""
+    rep_hosts = {h for h, _ in reps if h}
+    d.summary = (
+        f"{w.plural(len(reps) or len(rows), 'rank').capitalize()} on {w.plural(len(rep_hosts) or 1, 'host')} lost "
+        f"{'InfiniBand' if ib else 'socket'} connections to {top}{on}{': ' + detail if detail else ''}; "
+        f"every failing connection has {top} at one end, so its link or NIC is the suspect."
+        if everywhere
+        else f"{w.plural(len(rows), 'failing connection').capitalize()} involve {top}{on}"
+        f"{': ' + detail if detail else ''}; its link or NIC is the suspect."
+    )
+    d.rules_in.append(
+        f"{n_top} of the {len(edges)} failing connections have {top} at one end"
+        + (
+            " (all of them)."
+            if everywhere
+            else f"; the next host is at {ranked[1][1]}."
+            if len(ranked) > 1
+            else "."
+        )
+    )
+    addrs = sorted({(r["peer_addr"] or r["peer"] or "") for me, peer, r in edges if peer == top})
+    if addrs:
+        d.rules_in.append(f"Peer address(es) {', '.join(a for a in addrs[:4] if a)} belong to {top}.")
     died = [
         st.failure
-        for r in ranks
-        if (st := ctx.states.get(r))
+        for rk in ranks
+        if (st := ctx.states.get(rk))
         and st.failure
         and st.failure.signal not in FAILSTOP_EXCLUDE
         and st.failure.weight >= 0.5
@@ -930,12 +1007,15 @@ def network(ctx: Context) -> list[Draft]:
         f = sorted(died, key=_order)[0]
         if f.time is None or t_net is None or f.time <= t_net:
             d.score *= 0.5
+            d.after = True
             d.rules_out.append(
-                f"Rank {f.rank} on {suspect} failed itself ({_failure_text(f)}) before the network errors: the peers lost it because it died."
+                f"Rank {f.rank} on {top} failed itself ({_failure_text(f)}) before the network errors: "
+                "its peers lost it because it died."
             )
     else:
         d.rules_out.append(
-            f"No process on {suspect} logged a crash, OOM or exception before the errors: the connection, not the peer process, failed."
+            f"No process on {top} logged a crash, OOM or exception before the errors: the connection failed, "
+            "not the peer process."
         )
     statuses = {r["ib_status"] for r in rows if r.get("ib_status") is not None}
     if statuses and statuses <= {5}:
@@ -943,9 +1023,49 @@ def network(ctx: Context) -> list[Draft]:
         d.rules_out.append(
             "Only status 5 (WR_FLUSH_ERR) was seen: the queue pair was already in error, a secondary symptom."
         )
-    d.evidence = [evidence(first)] + [evidence(r) for r in _first(rows, 5) if r is not first]
+    d.evidence = [evidence(r) for r in _first(rows, 6)]
     d.remediation = _remediation(ctx.library, rows[:3])
-    return [d]
+    return d
+
+
+RESTRICTIVE_ENV = {
+    "NCCL_P2P_DISABLE": ("1",),
+    "NCCL_SHM_DISABLE": ("1",),
+    "NCCL_P2P_LEVEL": ("LOC", "0"),
+}
+
+
+def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:
+    hosts = sorted({r["host"] for r in intra if r.get("host")})
+    d = Draft(category="p2p_topology", culprits=(), kind="p2p")
+    d.score = 0.65
+    env = ctx.ev.filter(pl.col("env_var").is_in(list(RESTRICTIVE_ENV)))
+    bad = sorted(
+        {
+            f"{v}={val}"
+            for v, val in env.select("env_var", "env_value").iter_rows()
+            if val is not None and str(val).strip().rstrip(".").upper() in RESTRICTIVE_ENV.get(v, ())
+        }
+    )
+    d.summary = (
+        f"Processes on the same host ({w.host_list(hosts)}) failed talking to each other over the network transport"
+        + (f" because {', '.join(bad)} turned off the intra-node paths" if bad else "")
+        + "; the GPU peer-to-peer / shared-memory setup is the problem, not the network."
+    )
+    d.rules_in.append(
+        f"{len(intra)} connection error(s) have both ends on the same host: intra-node traffic went through sockets/IB."
+    )
+    if bad:
+        d.score += 0.15
+        d.rules_in.append(f"The environment sets {', '.join(bad)}, which forbids P2P/SHM between local GPUs.")
+        d.evidence.extend(evidence(r) for r in env.head(3).to_dicts())
+    d.rules_out.append("No remote host is involved, so neither a remote peer nor the fabric can be at fault.")
+    d.evidence = [evidence(r) for r in _first(intra, 4)] + d.evidence
+    d.remediation = [
+        "Unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE unless a measured problem requires them.",
+        "Check the GPU topology (nvidia-smi topo -m) and, on PCIe systems, ACS/IOMMU settings that break P2P.",
+    ]
+    return d
 
 
 def _bare(addr: str) -> str:
@@ -1158,6 +1278,41 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
 
 
 # --------------------------------------------------------------------------- verdict
+
+CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap")
+SYMPTOM_KINDS = (
+    "silent",
+    "nobody",
+    "enqueue_skew",
+    "desync",
+    "heartbeat",
+    "config",
+    "progress",
+    "stall_all",
+    "stall_subset",
+)
+
+
+def reconcile(ctx: Context, drafts: list[Draft]) -> None:
+    """A cause outranks the hang it explains: an OOM on the rank the others waited for, IB errors
+    before everybody's timeout. The hang stays as a hypothesis, saying what explains it."""
+    causes = [d for d in drafts if d.kind in CAUSE_KINDS and d.score >= 0.5 and not d.after]
+    for h in drafts:
+        if h.kind not in SYMPTOM_KINDS:
+            continue
+        for c in causes:
+            hosts_of_h = {ctx.states[r].host for r in h.culprits if r in ctx.states}
+            related = (
+                not h.culprits
+                or bool(set(h.culprits) & set(c.culprits))
+                or bool(set(c.hosts) & hosts_of_h)
+                or (not c.culprits and not c.hosts)
+            )
+            if not related:
+                continue
+            if c.score <= h.score:
+                c.score = min(0.97, h.score + 0.05)
+            h.rules_out.append(f"What explains the wait: {c.summary}")
 
 
 def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:

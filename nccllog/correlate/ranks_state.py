@@ -243,6 +243,9 @@ def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     n = ev.select(pl.col("world_size").max()).item()
     if n:
         return int(n), "world size printed by the launcher or store"
+    top = ev.select(pl.col("rank").max()).item()
+    if top is not None:
+        return int(top) + 1, "highest rank seen"
     return None, ""
 
 
