@@ -1,24 +1,39 @@
 """The command line: parses options, calls the library, picks the renderer, owns the exit codes.
 
 Exit codes: 0 analysed; 1 a finding at or above --fail-on; 2 unusable input or usage error.
+Errors are one line on stderr (``--traceback`` shows the Python traceback instead).
 """
 
 from __future__ import annotations
 
+import os
+import shutil
 import sys
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterator, Sequence
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn
+from typing import Any, NoReturn, TextIO
 
 import click
 
 from nccllog.match.library import LibraryError, load_library
 from nccllog.model import SEVERITIES, Incident
 from nccllog.pipeline import InputError, analyze
+from nccllog.redact import alias_table_json, redact_with_map
 from nccllog.render import FORMATS, render
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
-_EXTENSIONS = {".json": "json", ".md": "markdown", ".markdown": "markdown", ".html": "html", ".htm": "html"}
+_EXTENSIONS = {
+    ".json": "json",
+    ".md": "markdown",
+    ".markdown": "markdown",
+    ".html": "html",
+    ".htm": "html",
+    ".txt": "text",
+    ".text": "text",
+    ".log": "text",
+}
+PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # below this, reading is too quick for a progress bar
 
 
 def _fail(message: str) -> NoReturn:
@@ -26,83 +41,313 @@ def _fail(message: str) -> NoReturn:
     sys.exit(EXIT_USAGE)
 
 
+def _one_line(exc: BaseException) -> str:
+    text = str(exc).strip()
+    first = text.splitlines()[0] if text else type(exc).__name__
+    return first if len(first) <= 300 else first[:300] + "…"
+
+
 def _guarded(fn: Callable[..., Any], traceback: bool, *args: Any, **kwargs: Any) -> Any:
-    """Run ``fn``; user-actionable errors become one line and exit 2 (``--traceback`` shows all)."""
+    """Run ``fn``; errors become one line and exit 2 (``--traceback`` shows the traceback)."""
     try:
         return fn(*args, **kwargs)
-    except (InputError, LibraryError, OSError, ValueError) as exc:
+    except (InputError, LibraryError, OSError, ValueError, UnicodeError) as exc:
         if traceback:
             raise
-        first = str(exc).splitlines()[0] if str(exc) else type(exc).__name__
         if isinstance(exc, LibraryError):
             for problem in exc.problems:
                 click.echo(f"nccllog: {problem}", err=True)
-        _fail(first)
+        _fail(_one_line(exc))
+    except KeyboardInterrupt:
+        if traceback:
+            raise
+        click.echo("nccllog: interrupted", err=True)
+        sys.exit(130)
+    except MemoryError:
+        if traceback:
+            raise
+        _fail("out of memory (try fewer inputs at once, or a smaller --max-decompressed)")
+    except Exception as exc:  # a bug in nccllog: still one line, and how to report it
+        if traceback:
+            raise
+        _fail(
+            f"internal error: {type(exc).__name__}: {_one_line(exc)} (run again with --traceback to see where)"
+        )
 
 
-def _output_format(fmt: str | None, output: str | None) -> str:
+def _output_format(fmt: str | None, output: str | None, default: str) -> str:
     if fmt:
         return fmt
     if output and output != "-":
-        return _EXTENSIONS.get(Path(output).suffix.lower(), "text")
-    return "text"
+        suffix = Path(output).suffix.lower()
+        if suffix not in _EXTENSIONS:
+            _fail(f"cannot tell the format from {output!r}; use --format ({', '.join(FORMATS)})")
+        return _EXTENSIONS[suffix]
+    return default
 
 
-def _emit(text: str, output: str | None) -> None:
+def _color_wanted(choice: str, stream: TextIO) -> bool:
+    """Colour on a terminal unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
+    if choice == "always":
+        return True
+    if choice == "never":
+        return False
+    if os.environ.get("NO_COLOR"):
+        return False
+    if os.environ.get("TERM") == "dumb":
+        return False
+    return _isatty(stream)
+
+
+def _isatty(stream: TextIO) -> bool:
+    try:
+        return stream.isatty()
+    except (AttributeError, ValueError):
+        return False
+
+
+def _emit(text: str, output: str | None, quiet: bool, fmt: str) -> None:
     if output and output != "-":
-        Path(output).write_text(text, encoding="utf-8")
-    else:
-        click.echo(text, nl=False)
+        path = Path(output)
+        tmp = path.with_name(path.name + ".tmp")
+        tmp.write_text(text, encoding="utf-8", newline="\n")
+        tmp.replace(path)
+        if not quiet:
+            click.echo(
+                f"nccllog: wrote {fmt} report to {output} ({_size(len(text.encode('utf-8')))})", err=True
+            )
+        return
+    data = text.encode("utf-8", "replace")
+    try:
+        out = sys.stdout.buffer
+    except AttributeError:  # a text-only stdout (click's test runner, some IDEs)
+        sys.stdout.write(data.decode("utf-8"))
+        sys.stdout.flush()
+        return
+    try:
+        out.write(data)
+        out.flush()
+    except BrokenPipeError:  # `nccllog analyze logs | head`
+        devnull = os.open(os.devnull, os.O_WRONLY)
+        os.dup2(devnull, sys.stdout.fileno())
+        sys.exit(EXIT_OK)
+
+
+def _size(n: int) -> str:
+    for unit in ("B", "KB", "MB", "GB"):
+        if n < 1024 or unit == "GB":
+            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
+        n /= 1024  # type: ignore[assignment]
+    return f"{n} B"
 
 
 def _exit_code(incident: Incident, fail_on: str | None) -> int:
     if fail_on is None:
         return EXIT_OK
     floor = SEVERITIES.index(fail_on)
-    worst = max((SEVERITIES.index(f.severity) for f in incident.findings if f.severity in SEVERITIES), default=-1)
+    worst = max(
+        (SEVERITIES.index(f.severity) for f in incident.findings if f.severity in SEVERITIES), default=-1
+    )
     return EXIT_FINDINGS if worst >= floor else EXIT_OK
+
+
+@contextmanager
+def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar on stderr (only on a terminal, only for large inputs); yields the callback."""
+    if not enabled or not _isatty(sys.stderr):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
+
+    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    bar = Progress(
+        TextColumn("reading logs"),
+        BarColumn(),
+        DownloadColumn(),
+        TimeRemainingColumn(),
+        console=console,
+        transient=True,
+        auto_refresh=True,
+    )
+    task: list[Any] = []
+
+    def update(done: int, total: int) -> None:
+        if total < PROGRESS_MIN_BYTES:
+            return
+        if not task:
+            bar.start()
+            task.append(bar.add_task("read", total=total))
+        bar.update(task[0], completed=done, total=total)
+
+    try:
+        yield update
+    finally:
+        if task:
+            bar.stop()
+
+
+def _report(
+    incident: Incident,
+    *,
+    fmt: str,
+    output: str | None,
+    redact: bool,
+    redact_map: str | None,
+    color: str,
+    width: int | None,
+    quiet: bool,
+    traceback: bool,
+) -> None:
+    if redact or redact_map:
+        incident, aliases = _guarded(redact_with_map, traceback, incident)
+        if redact_map:
+            _guarded(Path(redact_map).write_text, traceback, alias_table_json(aliases), encoding="utf-8")
+            if not quiet:
+                click.echo(
+                    f"nccllog: wrote the alias table ({len(aliases)} aliases) to {redact_map}; keep it private",
+                    err=True,
+                )
+    to_terminal = not output or output == "-"
+    use_color = fmt == "text" and to_terminal and _color_wanted(color, sys.stdout)
+    if width is None and fmt == "text" and to_terminal and _isatty(sys.stdout):
+        width = max(min(shutil.get_terminal_size((100, 40)).columns, 160), 60)
+    text = _guarded(render, traceback, incident, fmt, color=use_color, width=width)
+    _guarded(_emit, traceback, text, output, quiet, fmt)
+
+
+def _read_stdin() -> bytes:
+    if _isatty(sys.stdin):
+        click.echo("nccllog: reading logs from standard input; end with Ctrl-D", err=True)
+    try:
+        return sys.stdin.buffer.read()
+    except AttributeError:
+        return sys.stdin.read().encode("utf-8", "surrogateescape")
+
+
+_common_report_options = [
+    click.option("--output", "-o", help="Write the report to this file; the format follows its extension."),
+    click.option(
+        "--fail-on", type=click.Choice(SEVERITIES), help="Exit 1 if a finding is at least this severe."
+    ),
+    click.option(
+        "--redact-map", type=click.Path(dir_okay=False), help="Write the alias table (JSON) to this file."
+    ),
+    click.option(
+        "--color",
+        type=click.Choice(["auto", "always", "never"]),
+        default="auto",
+        show_default=True,
+        help="Colour in the terminal report (auto: on a terminal unless NO_COLOR is set).",
+    ),
+    click.option("--width", type=click.IntRange(40, 400), help="Line width of the terminal report."),
+    click.option("--quiet", "-q", is_flag=True, help="No progress bar and no notes on stderr (errors only)."),
+    click.option(
+        "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
+    ),
+    click.option(
+        "--max-decompressed",
+        type=click.IntRange(min=0),
+        default=8 * 1024**3,
+        show_default=True,
+        help="Read at most this many decompressed bytes per .gz file.",
+    ),
+    click.option(
+        "--traceback", is_flag=True, help="Show Python tracebacks of errors (for debugging nccllog)."
+    ),
+]
+
+
+def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(_common_report_options):
+        fn = option(fn)
+    return fn
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="nccllog")
 def main() -> None:
-    """Read every rank's logs of a crashed NCCL / torch.distributed job and name the culprit."""
+    """Read every rank's logs of a crashed NCCL / torch.distributed job and name the culprit.
+
+    \b
+      nccllog analyze logs/                   terminal report
+      nccllog analyze logs/ -o report.html    one self-contained HTML file
+      pbpaste | nccllog paste                 markdown for a ticket, redacted
+    """
 
 
 @main.command("analyze")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Output format (default: text).")
-@click.option("--output", "-o", help="Write the report here; the format follows the extension.")
-@click.option("--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns.")
-@click.option("--fail-on", type=click.Choice(SEVERITIES), help="Exit 1 if a finding is at least this severe.")
-@click.option("--max-decompressed", type=int, default=8 * 1024**3, show_default=True, help="Bytes per .gz file.")
-@click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors (for debugging nccllog).")
-def analyze_cmd(
-    inputs: Sequence[str],
+@click.option(
+    "--redact/--no-redact", default=False, help="Replace hosts, IPs, users, e-mails and secrets by aliases."
+)
+@_report_options
+def analyze_cmd(inputs: Sequence[str], fmt: str | None, redact: bool, **kw: Any) -> None:
+    """Analyse log files, directories, globs, .gz files, or - for standard input."""
+    _run(list(inputs), fmt=fmt, default_fmt="text", redact=redact, **kw)
+
+
+@main.command("paste")
+@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Output format (default: markdown).")
+@click.option(
+    "--redact/--no-redact", default=True, show_default=True, help="Replace hosts, IPs, users, … by aliases."
+)
+@_report_options
+def paste_cmd(fmt: str | None, redact: bool, **kw: Any) -> None:
+    """Analyse log lines pasted on standard input (many ranks mixed); prints markdown for a ticket.
+
+    Redaction is on by default: paste the output where others can read it.
+    """
+    _run(["-"], fmt=fmt, default_fmt="markdown", redact=redact, **kw)
+
+
+def _run(
+    inputs: list[str],
+    *,
     fmt: str | None,
+    default_fmt: str,
+    redact: bool,
     output: str | None,
-    pattern_dirs: Sequence[str],
     fail_on: str | None,
+    redact_map: str | None,
+    color: str,
+    width: int | None,
+    quiet: bool,
+    pattern_dirs: Sequence[str],
     max_decompressed: int,
     traceback: bool,
 ) -> None:
-    """Analyse log files, directories, globs, .gz files, or - for standard input."""
-    stdin = sys.stdin.buffer.read() if "-" in inputs else None
-    incident: Incident = _guarded(
-        analyze,
-        traceback,
-        list(inputs),
-        patterns=list(pattern_dirs),
-        stdin=stdin,
-        max_decompressed=max_decompressed,
+    out_fmt = _output_format(fmt, output, default_fmt)
+    stdin = _read_stdin() if "-" in inputs else None
+    with _progress(not quiet) as progress:
+        incident: Incident = _guarded(
+            analyze,
+            traceback,
+            inputs,
+            patterns=list(pattern_dirs),
+            stdin=stdin,
+            max_decompressed=max_decompressed,
+            progress=progress,
+        )
+    _report(
+        incident,
+        fmt=out_fmt,
+        output=output,
+        redact=redact,
+        redact_map=redact_map,
+        color=color,
+        width=width,
+        quiet=quiet,
+        traceback=traceback,
     )
-    text = _guarded(render, traceback, incident, _output_format(fmt, output))
-    _emit(text, output)
     sys.exit(_exit_code(incident, fail_on))
 
 
 @main.command("patterns")
-@click.option("--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns.")
+@click.option(
+    "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
+)
 def patterns_cmd(pattern_dirs: Sequence[str]) -> None:
     """List the patterns of the library."""
     lib = _guarded(load_library, False, list(pattern_dirs))
@@ -112,7 +357,9 @@ def patterns_cmd(pattern_dirs: Sequence[str]) -> None:
 
 @main.command("explain")
 @click.argument("pattern_id")
-@click.option("--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns.")
+@click.option(
+    "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
+)
 def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
     """Print the documentation of one pattern."""
     lib = _guarded(load_library, False, list(pattern_dirs))

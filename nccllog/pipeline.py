@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -30,6 +30,7 @@ def analyze(
     stdin: bytes | None = None,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     library: Library | None = None,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Incident:
     """Analyse log files, directories, globs or ``-`` (standard input) and return the Incident.
 
@@ -42,7 +43,7 @@ def analyze(
     if not sources:
         reasons = "; ".join(f"{s.source}: {s.reason}" for s in skipped) or "no input given"
         raise InputError(f"nothing to analyse ({reasons})")
-    read = read_sources(sources, prefilter_keywords(lib), max_decompressed=max_decompressed)
+    read = read_sources(sources, prefilter_keywords(lib), max_decompressed=max_decompressed, progress=progress)
     matched = match_lines(read.lines, lib)
     events, topology = resolve(matched.events)
     coverage = _coverage(read, matched, events, skipped)

@@ -39,6 +39,27 @@ _SKIP_FIELDS = frozenset(
     {"pattern", "category", "severity", "confidence", "signal", "attribution", "schema_version"}
 )
 
+# Public sites that logs link to (documentation, issue trackers); they identify nobody.
+_PUBLIC_DOMAINS = (
+    "pytorch.org",
+    "github.com",
+    "githubusercontent.com",
+    "nvidia.com",
+    "python.org",
+    "pypi.org",
+    "huggingface.co",
+    "readthedocs.io",
+    "readthedocs.org",
+    "stackoverflow.com",
+    "ray.io",
+    "deepspeed.ai",
+    "anaconda.org",
+    "conda.io",
+    "kernel.org",
+    "ubuntu.com",
+    "debian.org",
+    "no-color.org",
+)
 _NOT_HOSTS = frozenset(
     {"localhost", "none", "null", "unknown", "n/a", "na", "nil", "true", "false", "undefined"}
 )
@@ -174,7 +195,12 @@ class Redactor:
             self._reserved.add(value)
             return
         if kind == "host":
-            if value.lower() in _NOT_HOSTS or value.isdigit():
+            low = value.lower()
+            if (
+                low in _NOT_HOSTS
+                or value.isdigit()
+                or any(low == d or low.endswith("." + d) for d in _PUBLIC_DOMAINS)
+            ):
                 return
             if _IPV4.fullmatch(value) or (":" in value and _ipv6_candidate(value)):
                 kind = "ip"

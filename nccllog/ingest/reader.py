@@ -8,10 +8,11 @@ Everything else is only counted.
 
 from __future__ import annotations
 
+import contextlib
 import gzip
 import io
 import zlib
-from collections.abc import Iterator, Sequence
+from collections.abc import Callable, Iterator, Sequence
 from dataclasses import dataclass, field
 
 import polars as pl
@@ -42,6 +43,7 @@ class FileStats:
     truncated_lines: int = 0
     skipped: list[Skipped] = field(default_factory=list)
     encoding: str = "utf-8"
+    on_bytes: Callable[[int], None] | None = None  # progress: called with input bytes consumed
 
 
 @dataclass(frozen=True)
@@ -57,16 +59,19 @@ def read_sources(
     keywords: Sequence[str] | None,
     *,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    progress: Callable[[int, int], None] | None = None,
 ) -> ReadResult:
     """Read every source and keep the lines that contain any keyword, plus each file's last lines.
 
     ``keywords=None`` keeps every line (for per-line attribution listings, not for analysis).
+    ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
     """
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
     kw = None if keywords is None else list(keywords)
+    on_bytes = _progress_counter(sources, progress) if progress is not None else None
     for src in sources:
-        st = FileStats(source=src.name)
+        st = FileStats(source=src.name, on_bytes=on_bytes)
         frames.extend(_read_one(src, kw, st, max_decompressed))
         stats.append(st)
     if frames:
@@ -74,6 +79,24 @@ def read_sources(
     else:
         lines = pl.DataFrame(schema=CANDIDATE_SCHEMA)
     return ReadResult(lines=lines, stats=tuple(stats))
+
+
+def _progress_counter(sources: Sequence[Source], progress: Callable[[int, int], None]) -> Callable[[int], None]:
+    total = 0
+    for src in sources:
+        if src.data is not None:
+            total += len(src.data)
+        elif src.path is not None:
+            with contextlib.suppress(OSError):
+                total += src.path.stat().st_size
+    done = [0]
+
+    def on_bytes(n: int) -> None:
+        done[0] += n
+        progress(min(done[0], total), total)
+
+    progress(0, total)
+    return on_bytes
 
 
 def _read_one(src: Source, keywords: list[str] | None, st: FileStats, max_decompressed: int) -> list[pl.DataFrame]:
@@ -224,6 +247,8 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
                 return
             if not block:
                 return
+            if st.on_bytes is not None:
+                st.on_bytes(len(block))
             yield block
     finally:
         raw.close()
@@ -232,6 +257,7 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
 def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
     total = 0
     gz = gzip.GzipFile(fileobj=raw)
+    consumed = 0
     while True:
         try:
             block = gz.read(CHUNK_BYTES)
@@ -244,6 +270,10 @@ def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed
         if not block:
             return
         total += len(block)
+        if st.on_bytes is not None:
+            pos = raw.tell()
+            st.on_bytes(pos - consumed)
+            consumed = pos
         if total > max_decompressed:
             keep = len(block) - (total - max_decompressed)
             if keep > 0:
