@@ -101,7 +101,16 @@ def diagnose(
         unattributed=unattributed_failures(ev),
     )
     drafts: list[hy.Draft] = []
-    for rule in (hy.hang, hy.failstop, hy.network, hy.bootstrap, hy.versions, hy.progress, hy.stalls):
+    for rule in (
+        hy.hang,
+        hy.failstop,
+        hy.network,
+        hy.bootstrap,
+        hy.versions,
+        hy.progress,
+        hy.stalls,
+        hy.startup_hang,
+    ):
         drafts.extend(rule(ctx))
     drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
     hy.reconcile(ctx, drafts)

@@ -15,6 +15,7 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
+import regex
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
@@ -1247,6 +1248,168 @@ def stalls(ctx: Context) -> list[Draft]:
     return [d]
 
 
+STOP_WORDS = (
+    "SIGINT",
+    "SIGTERM",
+    "SIGKILL",
+    "death signal",
+    "CANCELLED",
+    "Cancelled",
+    "cancelled",
+    "Terminated",
+    "closing signal",
+    "Killed",
+    "killed",
+    "TIME LIMIT",
+    "time limit",
+    "Global timeout",
+    "timed out",
+)
+VIRTUAL_IFACE = regex.compile(
+    r"(?:^|[\s\]])(veth\w*|docker\d*|br-[0-9a-f]+|virbr\d*|cni\d*|flannel\.\d+|cali\w+|lo):|\bfe80::"
+)
+LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+
+
+def startup_hang(ctx: Context) -> list[Draft]:
+    """The job was stopped from outside (cancelled, interrupted, killed by a time limit) with no
+    watchdog timeout and no rank failure: how far did the ranks get before they stopped moving?
+
+    Never reached NCCL -> the rendezvous did not complete; NCCL set up but no communicator
+    finished init -> communicator init hung (often interface selection); every communicator ready
+    and nothing after -> the first collective hung (often the P2P path)."""
+    if ctx.main is not None:
+        return []
+    if any(st.failure is not None and st.failure.weight >= 0.5 for st in ctx.states.values()):
+        return []
+    if any(f.weight >= 0.5 for f in ctx.unattributed):
+        return []
+    ev = ctx.ev
+    exits = ev.filter(pl.col("signal") == "process_exit")
+    words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
+    stopped = exits.filter(words.str.contains_any(list(STOP_WORDS))).to_dicts()
+    stalls = ev.filter(pl.col("signal") == "stall").to_dicts()
+    if not stopped and not stalls:
+        return []
+    if ev.filter(
+        (pl.col("signal") == "progress") & (pl.col("op_count").is_not_null() | pl.col("step").is_not_null())
+    ).height:
+        return []
+    init = ev.filter(pl.col("signal") == "init")
+    boot = ev.filter(pl.col("signal") == "bootstrap")
+    complete = init.filter(
+        pl.col("phase").fill_null("").str.contains("COMPLETE")
+        | pl.col("message").str.contains("Init COMPLETE")
+    )
+    stop_ev = [evidence(r) for r in _first(stopped or stalls, 2)]
+    env = _rendezvous_env(ctx)
+    if init.height == 0 and boot.height == 0:
+        d = Draft(category="bootstrap_rendezvous", culprits=(), kind="startup")
+        d.score = 0.55
+        d.summary = (
+            "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
+            "(init_process_group)" + (f"; {env[0]}" if env else "") + "."
+        )
+        d.rules_in.append(
+            "No NCCL line from any rank, no collective, and the job ended by being stopped from outside."
+        )
+        if env:
+            d.score += 0.2
+            d.rules_in.extend(env)
+        d.rules_out.append(
+            "No rank crashed or reported an error, so nothing but the rendezvous explains the wait."
+        )
+        d.evidence = stop_ev
+        d.remediation = [
+            "Give every node the same MASTER_ADDR (the first node's routable address, not localhost) and the same "
+            "MASTER_PORT; under Slurm derive them from SLURM_NODELIST / SLURM_JOB_ID on every node alike.",
+            "Set TORCH_DISTRIBUTED_DEBUG=INFO and TORCH_CPP_LOG_LEVEL=INFO to see the store connection attempts.",
+        ]
+        return [d]
+    ranks_init = {r for r in init["rank"].to_list() if r is not None}
+    ranks_done = {r for r in complete["rank"].to_list() if r is not None}
+    if complete.height == 0 or (ranks_init and not ranks_init <= ranks_done):
+        virtual = boot.filter(
+            pl.col("message").map_elements(
+                lambda m: bool(VIRTUAL_IFACE.search(m or "")), return_dtype=pl.Boolean
+            )
+        )
+        socket = boot.filter(pl.col("message").str.contains("Socket")).height > 0 or bool(
+            boot.filter(pl.col("net") == "Socket").height
+        )
+        if virtual.height:
+            names = sorted(
+                {
+                    m.group(1) or "link-local IPv6"
+                    for t in virtual["message"].to_list()
+                    if (m := VIRTUAL_IFACE.search(t))
+                }
+            )
+            d = Draft(category="network_socket", culprits=(), kind="startup")
+            d.score = 0.55
+            d.summary = (
+                f"NCCL's communicator setup hung on every rank after it picked up the virtual interface(s) "
+                f"{', '.join(names)} alongside the real one; the socket connections over them never completed."
+            )
+            d.rules_in.append(
+                f"The NET/Socket lines list {', '.join(names)} (container/bridge or link-local) among the interfaces NCCL uses."
+            )
+            d.rules_in.append(
+                "No communicator finished init, and the job was stopped from outside without any error."
+            )
+            d.evidence = [evidence(r) for r in virtual.head(2).to_dicts()] + stop_ev
+            d.remediation = [
+                "Pin NCCL to the real interface(s): NCCL_SOCKET_IFNAME=eth0 (or =^veth,docker,lo to exclude).",
+            ]
+            return [d]
+        d = Draft(category="network_socket" if socket else "init_failure", culprits=(), kind="startup")
+        d.score = 0.4
+        d.summary = "NCCL communicator init never completed on any rank; the job was stopped while the ranks waited in it."
+        d.rules_in.append("NCCL bootstrap lines but no 'Init COMPLETE', no error, and an external stop.")
+        d.evidence = stop_ev
+        d.collect.extend(COLLECT_NEXT_TIME[2:])
+        return [d]
+    p2p = init.filter(pl.col("message").str.contains("via P2P")).height > 0
+    d = Draft(category="p2p_topology" if p2p else "straggler_hang", culprits=(), kind="startup")
+    d.score = 0.5 if p2p else 0.35
+    d.summary = (
+        "Every communicator finished init over P2P and then nothing moved until the job was stopped: the first "
+        "collective hung on the GPU peer-to-peer path."
+        if p2p
+        else "Every communicator finished init and then nothing moved until the job was stopped."
+    )
+    d.rules_in.append("Init COMPLETE on every rank, no collective progress and no error afterwards.")
+    d.evidence = [evidence(r) for r in complete.head(2).to_dicts()] + stop_ev
+    if p2p:
+        d.remediation = [
+            "Test with NCCL_P2P_DISABLE=1: if it then runs, the P2P path is broken (PCIe ACS / IOMMU redirecting "
+            "peer traffic); disable ACS on the PCIe switches or set iommu=pt.",
+        ]
+    return [d]
+
+
+def _rendezvous_env(ctx: Context) -> list[str]:
+    """What the MASTER_ADDR / MASTER_PORT settings the ranks printed say about the rendezvous."""
+    rows = ctx.ev.filter(
+        pl.col("env_var").is_in(["MASTER_ADDR", "MASTER_PORT"]) & pl.col("env_value").is_not_null()
+    )
+    if rows.height == 0:
+        return []
+    out = []
+    addrs = sorted(set(rows.filter(pl.col("env_var") == "MASTER_ADDR")["env_value"].to_list()))
+    ports = sorted(set(rows.filter(pl.col("env_var") == "MASTER_PORT")["env_value"].to_list()))
+    hosts = {h for h in ctx.ev["host"].drop_nulls().unique().to_list()} | set(ctx.book.host_ranks)
+    if any(a in LOOPBACK for a in addrs) and len(hosts) > 1:
+        out.append(
+            f"MASTER_ADDR is {', '.join(a for a in addrs if a in LOOPBACK)} on a job spanning {len(hosts)} hosts"
+        )
+    if len(addrs) > 1:
+        out.append(f"the ranks were given {len(addrs)} different MASTER_ADDR values")
+    if len(ports) > 1:
+        out.append(f"the ranks were given {len(ports)} different MASTER_PORT values")
+    return out
+
+
 def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
     """Errors no other rule explained: their pattern's category, low confidence."""
     rows = ctx.ev.filter(
@@ -1279,7 +1442,7 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
 
 # --------------------------------------------------------------------------- verdict
 
-CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap")
+CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap", "startup")
 SYMPTOM_KINDS = (
     "silent",
     "nobody",
@@ -1319,7 +1482,7 @@ def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
     """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
     repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
     for d in drafts:
-        if ctx.missing:
+        if ctx.missing and ctx.seen:
             share = len(ctx.missing) / max(len(ctx.world), 1)
             d.penalise(0.1 if share > 0.25 else 0.05, f"no log from {w.ranks_phrase(ctx.missing)}")
         if ctx.coverage.truncated_lines or ctx.coverage.skipped:
@@ -1329,8 +1492,17 @@ def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
                 0.1,
                 "Ray folded identical lines of several processes into one ([repeated Nx]); who said what is partly unknown",
             )
+        if d.culprits and not d.hosts:
+            d.hosts = tuple(
+                sorted({h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))})
+            )
     drafts.sort(key=lambda d: (-round(d.score, 6), d.category, d.culprits))
     return [_hypothesis(d) for d in drafts]
+
+
+def _host(ctx: Context, rank: int) -> str | None:
+    st = ctx.states.get(rank)
+    return st.host if st else None
 
 
 def confidence(score: float) -> str:

@@ -54,6 +54,8 @@ class AddressBook:
         bus = pci_bus(pci)
         if bus is None:
             return None
+        if host is not None and host not in self.host_ranks:
+            host = None  # a host name no rank runs on says nothing
         if (host, bus) in self.bus_rank:
             return self.bus_rank[(host, bus)]
         hosts = {h for h, b in self.bus_rank if b == bus}

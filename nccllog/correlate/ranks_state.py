@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.correlate.frame import int_list
 from nccllog.correlate.network import AddressBook
 from nccllog.correlate.ranks import Topology
 
@@ -246,6 +247,14 @@ def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     top = ev.select(pl.col("rank").max()).item()
     if top is not None:
         return int(top) + 1, "highest rank seen"
+    if "task_ids" in ev.columns:
+        tasks = [
+            max(int_list(t.replace("-", ",")))
+            for t in ev["task_ids"].drop_nulls().to_list()
+            if int_list(t.replace("-", ","))
+        ]
+        if tasks:
+            return max(tasks) + 1, "highest Slurm task id (one task per rank)"
     return None, ""
 
 
@@ -261,6 +270,14 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
         .then(pl.coalesce("target_rank", "rank"))
         .otherwise(pl.coalesce("rank", "target_rank"))
     )
+    if len(book.host_ranks) == 1:
+        # A job on one host: host-level lines (dmesg, a launcher's own output) are about that host.
+        only = next(iter(book.host_ranks))
+        ev = ev.with_columns(
+            host=pl.when((pl.col("_fw") > 0) & pl.col("host").is_null() & pl.col("rank").is_null())
+            .then(pl.lit(only))
+            .otherwise(pl.col("host"))
+        )
     todo = ev.filter(pl.col("subject").is_null() & ((pl.col("_fw") > 0) | about_other))
     if todo.height == 0:
         return ev
