@@ -1,10 +1,66 @@
-"""nccllog: name the culprit rank and cause of a crashed NCCL / torch.distributed job from its logs."""
+"""nccllog: name the culprit rank and cause of a crashed NCCL / torch.distributed job from its logs.
+
+The library API::
+
+    import nccllog
+
+    incident = nccllog.analyze("logs/")              # files, directories, globs, .gz, or pasted text
+    print(incident.verdict.category, incident.verdict.culprit_ranks, incident.verdict.confidence)
+    incident.events                                  # polars DataFrame: one row per matched line
+    html = nccllog.render(incident, "html")          # "text" | "markdown" | "html" | "json"
+    safe = nccllog.redact(incident)                  # hosts, IPs, users, e-mails, secrets -> aliases
+
+``Incident`` and everything in it are frozen dataclasses (nccllog.model).
+"""
 
 from __future__ import annotations
 
-from nccllog.model import Incident
-from nccllog.pipeline import InputError, analyze, analyze_text
-from nccllog.render import render
-
 __version__ = "0.1.0"
-__all__ = ["Incident", "InputError", "__version__", "analyze", "analyze_text", "render"]
+
+from nccllog.model import (
+    CATEGORIES,
+    SCHEMA_VERSION,
+    SEVERITIES,
+    Advice,
+    CollectiveRow,
+    Coverage,
+    Environment,
+    Evidence,
+    Finding,
+    Hypothesis,
+    Incident,
+    RankInfo,
+    SettingFinding,
+    Skipped,
+    TimelineEntry,
+)
+from nccllog.pipeline import InputError, analyze, analyze_text, attribute
+from nccllog.redact import redact, redact_with_map
+from nccllog.render import FORMATS, render
+
+__all__ = [
+    "CATEGORIES",
+    "FORMATS",
+    "SCHEMA_VERSION",
+    "SEVERITIES",
+    "Advice",
+    "CollectiveRow",
+    "Coverage",
+    "Environment",
+    "Evidence",
+    "Finding",
+    "Hypothesis",
+    "Incident",
+    "InputError",
+    "RankInfo",
+    "SettingFinding",
+    "Skipped",
+    "TimelineEntry",
+    "__version__",
+    "analyze",
+    "analyze_text",
+    "attribute",
+    "redact",
+    "redact_with_map",
+    "render",
+]

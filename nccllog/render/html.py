@@ -80,7 +80,7 @@ def _lanes(incident: Incident) -> tuple[list[Lane], str]:
                 f"rank {r}",
                 clean(ranks[r].host, 40) if r in ranks and ranks[r].host else "",
                 frozenset({r}),
-                frozenset({ranks[r].host}) if r in ranks and ranks[r].host else frozenset(),
+                frozenset({h for h in (ranks[r].host if r in ranks else None,) if h}),
                 culprit=r in culprits,
             )
             for r in all_ranks
@@ -183,11 +183,10 @@ def timeline_svg(incident: Incident) -> dict[str, Any] | None:
         return round(x0 + ((t - t_min).total_seconds() + pad) / (span + 2 * pad) * (x1 - x0), 1)
 
     for t, e in points:
-        lane = by_rank.get(e.rank) if e.rank is not None else None
-        if lane is None and e.host:
-            lane = by_host.get(e.host)
-        if lane is None:
-            lane = loose
+        found = by_rank.get(e.rank) if e.rank is not None else None
+        if found is None and e.host:
+            found = by_host.get(e.host)
+        lane = found or loose
         key = (int(x_of(t) // 3), e.severity)
         lane.marks.setdefault(key, []).append(e)
     for r, t in heard.items():

@@ -24,7 +24,7 @@ _NUMBERED = re.compile(r"^(\s*\d+)([.)])")
 _LINE_START = re.compile(r"^(\s*)([#>+=-])")
 
 
-def esc(text: str | None, limit: int | None = None, line_start: bool = True) -> str:
+def esc(text: str | None, limit: int | None = None, line_start: bool = False) -> str:
     """Text for markdown prose, made inert (no emphasis, links, code, headings, lists, HTML,
     entities or @-mentions) while staying readable where markdown is shown raw (few escapes)."""
     out = clean(text, limit)
@@ -79,7 +79,7 @@ def render_markdown(incident: Incident) -> str:
     ]
     out.append(" · ".join(facts))
     if v.summary:
-        out += ["", esc(v.summary, 800)]
+        out += ["", esc(v.summary, 800, line_start=True)]
     if v.rules_in or v.rules_out:
         out.append("")
         out += [f"- {esc(r, 300)}" for r in v.rules_in[:4]]
