@@ -42,13 +42,24 @@ TIE = 0.01
 def findings_from_events(events: pl.DataFrame, library: Library) -> tuple[Finding, ...]:
     """The JSON contract's findings: every event of severity warning or above, in source order."""
     rows = events.filter(pl.col("severity").is_in(list(_FINDING_SEVERITIES))).sort("source", "line")
-    return tuple(finding(row, library) for row in rows.iter_rows(named=True))
+    fields = _pattern_fields(library)
+    return tuple(finding(row, library, fields) for row in rows.iter_rows(named=True))
 
 
-def finding(row: dict[str, Any], library: Library) -> Finding:
+def _pattern_fields(library: Library) -> dict[str, tuple[str, ...]]:
+    return {p.id: tuple(p.fields) for p in library.patterns}
+
+
+def finding(
+    row: dict[str, Any], library: Library, fields_of: dict[str, tuple[str, ...]] | None = None
+) -> Finding:
     """One events row as a Finding (its pattern's fields only)."""
-    pat = library.get(row["pattern"]) if row.get("pattern") else None
-    fields = {k: row[k] for k in (pat.fields if pat else {}) if row.get(k) is not None}
+    if fields_of is None:
+        pat = library.get(row["pattern"]) if row.get("pattern") else None
+        names: tuple[str, ...] = tuple(pat.fields) if pat else ()
+    else:
+        names = fields_of.get(row.get("pattern") or "", ())
+    fields = {k: row[k] for k in names if row.get(k) is not None}
     t = row.get("time")
     return Finding(
         pattern=row["pattern"] or "",
@@ -79,7 +90,8 @@ def diagnose(
     world_size, _why = infer_world(ev, topology)
     seen = tuple(sorted({int(r) for r in ev["rank"].drop_nulls().unique().to_list()}))
     world = tuple(range(world_size)) if world_size else seen
-    missing = tuple(r for r in world if r not in seen)
+    seen_set = set(seen)
+    missing = tuple(r for r in world if r not in seen_set)
     book = network.build(ev, topology, world)
     ev = subject_ranks(ev, topology, book)
     offsets = timeline.estimate_offsets(ev)
@@ -124,7 +136,7 @@ def diagnose(
         world_size=world_size,
         ranks_seen=seen,
         ranks_missing=missing,
-        ranks=tuple(_rank_info(st, aligned, library) for st in states.values()),
+        ranks=_rank_infos(states, aligned, library),
         findings=findings,
         coverage=coverage,
         events=events,
@@ -194,7 +206,21 @@ def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
     )
 
 
-def _rank_info(st: RankState, aligned: list[Aligned], library: Library) -> RankInfo:
+def _rank_infos(
+    states: dict[int, RankState], aligned: list[Aligned], library: Library
+) -> tuple[RankInfo, ...]:
+    fields = _pattern_fields(library)
+    silent = set(aligned[0].silent) if aligned and aligned[0].membership_known else set()
+    return tuple(_rank_info(st, aligned, library, fields, silent) for st in states.values())
+
+
+def _rank_info(
+    st: RankState,
+    aligned: list[Aligned],
+    library: Library,
+    fields: dict[str, tuple[str, ...]],
+    silent: set[int],
+) -> RankInfo:
     main_pg = aligned[0].pg if aligned else DEFAULT_PG
     first = st.timeouts[0] if st.timeouts else None
     return RankInfo(
@@ -203,18 +229,18 @@ def _rank_info(st: RankState, aligned: list[Aligned], library: Library) -> RankI
         local_rank=st.local_rank,
         pids=st.pids,
         sources=st.sources,
-        first_error=finding(st.first_error, library) if st.first_error else None,
+        first_error=finding(st.first_error, library, fields) if st.first_error else None,
         last_time=st.last_time.isoformat() if st.last_time else None,
         last_enqueued=st.last_enqueued.get(main_pg),
         last_completed=st.last_completed.get(main_pg),
         last_step=st.last_step,
         timed_out_seq=first.seq if first else None,
         lines=st.lines,
-        status=_status(st, aligned),
+        status=_status(st, silent),
     )
 
 
-def _status(st: RankState, aligned: list[Aligned]) -> str:
+def _status(st: RankState, silent: set[int]) -> str:
     if not st.seen:
         return "no log"
     if st.failure is not None and st.failure.weight >= 0.5:
@@ -227,7 +253,7 @@ def _status(st: RankState, aligned: list[Aligned]) -> str:
     if st.timeouts:
         t = st.timeouts[0]
         return f"timed out at {w.collective(t.op, t.seq)}"
-    if aligned and aligned[0].membership_known and st.rank in aligned[0].silent:
+    if st.rank in silent:
         return "silent"
     if st.exitcode is not None:
         return f"exited {st.exitcode}"

@@ -174,7 +174,7 @@ def hang(ctx: Context) -> list[Draft]:
     """Collective timeouts: mismatch, skew, silent ranks, and config vs straggler."""
     main = ctx.main
     if main is None:
-        return []
+        return _merge([d for d in (_desync(ctx), _heartbeat(ctx)) if d])
     drafts: list[Draft] = []
     for rule in (_mismatch, _seq_skew):
         d = rule(ctx, main)
@@ -1489,7 +1489,7 @@ def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
             d.penalise(0.05, "some input was truncated or skipped")
         if repeat and d.kind in ("silent", "lone_reporter", "mismatch", "seq_skew", "nobody", "config"):
             d.penalise(
-                0.1,
+                0.15,
                 "Ray folded identical lines of several processes into one ([repeated Nx]); who said what is partly unknown",
             )
         if d.culprits and not d.hosts:
