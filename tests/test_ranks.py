@@ -127,8 +127,12 @@ def test_gf_bench_both_ranks_and_target_pid() -> None:
     head = by_text(df, "PyTorch version")
     assert head["rank"] is None and head["attribution"].startswith("no rank evidence")
     term = by_text(df, "Terminating process 21240")
-    assert term["target_rank"] == 1
-    assert term["rank"] == 1 and "target pid 21240 is rank 1" in term["attribution"]
+    assert term["target_rank"] == 1  # the rank the line is about
+    assert term["rank"] is None  # the writer is the mp.spawn parent, not a rank
+    assert term["attribution"].startswith(
+        "no rank evidence: launcher line (torch/multiprocessing/spawn.py:146)"
+    )
+    assert "the line is about target pid 21240 is rank 1" in term["attribution"]
     assert term["pid"] is None  # the number on that line is a thread ident, not the parent's pid
     assert term["time"] == datetime(2026, 3, 23, 0, 50, 13, 943000)  # year from the run folder's date
     assert topo.world_size == 2
@@ -471,3 +475,144 @@ def test_missing_optional_columns_are_derived() -> None:
     a, _ = resolve(full)
     b, _ = resolve(slim)
     assert a.equals(b)
+
+
+# --- more evidence kinds -----------------------------------------------------------------------------
+def test_single_process_driving_several_gpus_maps_ranks_by_device() -> None:
+    rows = []
+    for d in range(4):
+        t, f = init("sxm-7", 61022, d, 4, dev=d, comm_id="0x5b8e")
+        rows.append(("nccl_sxm-7_61022.log", t, {**f, "cuda_dev": d}))
+    rows.append(
+        ("nccl_sxm-7_61022.log", "sxm-7:61022:61050 [3] misc/socket.cc:49 NCCL WARN socketProgress: closed")
+    )
+    rows.append(("nccl_sxm-7_61022.log", "sxm-7:61022:61022 NCCL CALL ncclCommInitAll(0x1)"))
+    df, _ = resolve(events(*rows))
+    warn = by_text(df, "NCCL WARN")
+    assert warn["rank"] == 3 and "drives several GPUs; device [3] is rank 3 of 4" in warn["attribution"]
+    call = by_text(df, "NCCL CALL")
+    assert call["rank"] is None and "drives several GPUs (ranks 0, 1, 2, 3)" in call["attribution"]
+
+
+def test_ring_and_tree_lines_name_the_process_rank_without_init_lines() -> None:
+    df, topo = resolve(
+        events(
+            ("n.log", "dgx-2:8838:8991 [7] NCCL INFO Trees [0] -1/-1/-1->15->14 [1] -1/-1/-1->15->14"),
+            (
+                "n.log",
+                "dgx-2:8838:9108 [7] NCCL INFO Channel 01/0 : 15[bd000] -> 0[7000] [send] via NET/Socket/1",
+            ),
+            (
+                "n.log",
+                "dgx-2:8839:9108 [0] NCCL INFO Channel 01/0 : 15[bd000] -> 8[7000] [receive] via NET/Socket/1",
+            ),
+            ("n.log", "dgx-2:8838:9108 [7] misc/socket.cc:484 NCCL WARN socketStartConnect: Connect failed"),
+        )
+    )
+    assert by_text(df, "NCCL WARN")["rank"] == 15
+    assert by_text(df, "NCCL WARN")["attribution"] == "NCCL ring/tree lines: pid 8838 on dgx-2 is rank 15"
+    assert by_text(df, "[receive]")["rank"] == 8
+    assert topo.pid_rank[("dgx-2", 8838)] == 15
+
+
+def test_named_process_tables_teach_pids() -> None:
+    df, _ = resolve(
+        events(
+            (
+                "driver.log",
+                "(TorchTrainer pid=31882) - (ip=10.13.40.12, pid=18204) world_rank=4, local_rank=0, node_rank=1",
+            ),
+            (
+                "driver.log",
+                "(RayTrainWorker pid=18204, ip=10.13.40.12) hpc-3:18204:18204 [0] NCCL INFO Bootstrap : Using ib0:10.13.40.12<0>",
+            ),
+            (
+                "driver.log",
+                "(RayTrainWorker pid=18204, ip=10.13.40.12) hpc-3:18204:18260 [0] misc/socket.cc:484 NCCL WARN socketStartConnect: x",
+            ),
+            ("tests.out", "#   Rank  1 Pid  14403 on  ws-a6k device  1 [0x1b] NVIDIA RTX A6000"),
+            ("tests.out", " .. ws-a6k pid 14403: Test failure common.cu:364"),
+        )
+    )
+    assert by_text(df, "NCCL WARN")["rank"] == 4
+    row = by_text(df, "Test failure")
+    assert (row["rank"], row["host"], row["pid"]) == (1, "ws-a6k", 14403)
+
+
+def test_mp_spawn_reraise_block_belongs_to_the_failed_process() -> None:
+    t0, f0 = init("box", 100, 0, 2)
+    df, _ = resolve(
+        events(
+            ("nccl_logs_box_100.txt", t0, f0),
+            (
+                "nccl_logs_box_100.txt",
+                "box:100:100 [0] NCCL INFO comm 0x1 rank 0 nRanks 2 nNodes 1 localRanks 2 localRank 0 MNNVL 0",
+                {"signal": "init", "comm_rank": 0, "nranks": 2, "nnodes": 1, "target_local_rank": 0},
+            ),
+            (
+                "stdout.log",
+                "-- Process 1 terminated with the following error:",
+                {"target_local_rank": 1, "signal": "process_exit"},
+            ),
+            ("stdout.log", "Traceback (most recent call last):"),
+            ("stdout.log", '  File "x.py", line 1, in <module>'),
+            ("stdout.log", "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 1024.00 MiB."),
+            ("stdout.log", "Total elapsed time: 18.80 seconds"),
+        )
+    )
+    oom = by_text(df, "OutOfMemoryError")
+    assert oom["rank"] == 1 and "mp.spawn re-raises the error of process 1" in oom["attribution"]
+    assert by_text(df, "Total elapsed")["rank"] is None
+
+
+def test_exception_text_and_progress_bar_tails() -> None:
+    df, _ = resolve(
+        events(
+            (
+                "a.log",
+                "RuntimeError: NCCL communicator was aborted on rank 3.  Original reason for failure was: [Rank 3] Watchdog caught collective operation timeout",
+            ),
+            (
+                "a.log",
+                "  what():  [PG 0 (default_pg) Rank 9] Process group watchdog thread terminated with exception",
+            ),
+            (
+                "b.log",
+                " 10%|█         | 312/2976 [33:12<4:43:33,  6.39s/it][rank5]: Traceback (most recent call last):",
+            ),
+        )
+    )
+    assert by_text(df, "was aborted on rank 3")["rank"] == 3  # the only group seen is the default one
+    assert by_text(df, "what():")["rank"] == 9
+    assert by_text(df, "[rank5]: Traceback")["rank"] == 5
+
+
+def test_srun_tasks_without_any_rank_evidence() -> None:
+    df, topo = resolve(
+        events(
+            ("slurm-9.out", " 5: | gn102 | SLURM_PROCID=5 SLURM_LOCALID=1"),
+            ("slurm-9.out", " 7: | gn102 | SLURM_PROCID=7 SLURM_LOCALID=3"),
+            ("slurm-9.out", "srun: error: gn103: tasks 8-11: Terminated"),
+        )
+    )
+    assert by_text(df, "SLURM_PROCID=5")["rank"] == 5
+    assert by_text(df, "srun: error")["rank"] is None
+    assert any("srun tasks taken as ranks" in n for n in topo.notes)
+
+
+def test_a_host_with_one_rank_gives_it_to_host_only_lines() -> None:
+    t, f = init("roce-n19", 27715, 1, 2)
+    df, _ = resolve(
+        events(
+            ("nccl_roce-n19_27715.log", t, f),
+            ("all_reduce_perf.out", "roce-n19: Test NCCL failure common.cu:283 'unhandled system error'"),
+            (
+                "all_reduce_perf.out",
+                "Oct 23 14:02:17 roce-n19 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU has fallen off the bus.",
+            ),
+        )
+    )
+    assert by_text(df, "Test NCCL failure")["rank"] == 1
+    assert by_text(df, "Test NCCL failure")["attribution"] == "the only rank seen on roce-n19 is 1"
+    xid = by_text(df, "NVRM")
+    assert xid["rank"] is None and xid["host"] == "roce-n19"

@@ -41,6 +41,7 @@ from datetime import datetime
 from typing import Any
 
 import polars as pl
+import regex
 
 from nccllog.ingest.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.prefixes import LineAttrs, parse_line
@@ -71,6 +72,27 @@ INTERNAL_SCHEMA: dict[str, Any] = {
 _DERIVED_FROM_TEXT = ("_year_known", "_rank_kind", "_layers", "_pg_desc", "_src", "_logger")
 _DERIVED_FROM_PATH = ("_file_year", "_file_attempt", "_file_single")
 
+# The writing process's own rank in NCCL topology lines (formats.md §5.3): `Trees [0] a/b/c->R->up`,
+# `Ring 00 : p -> R -> n`, `Channel 00/0 : R[x] -> p[y] [send] via …` (own rank on the right for
+# `[receive]`; P2P/SHM lines are printed by the sender).
+_OWN_RANK = regex.compile(
+    r"Trees \[[0-9]+\] -?[0-9]+/-?[0-9]+/-?[0-9]+->(?P<tree>[0-9]+)->"
+    r"|Ring [0-9]+ : -?[0-9]+ -> (?P<ring>[0-9]+) -> -?[0-9]+$"
+    r"|Channel [0-9]+(?:/[0-9]+)? : (?P<a>[0-9]+)\[[^\]]*\] -> (?P<b>[0-9]+)\[[^\]]*\] ?(?P<dir>\[send\]|\[receive\])? ?via "
+    r"|Duplicate GPU detected : rank (?P<dup>[0-9]+) and rank",
+    regex.ASCII,
+)
+# Lines that name a process's rank and pid together (read when no pattern gave target fields):
+# Ray Train's worker table and the nccl-tests device table.
+_NAMED_PROC = regex.compile(
+    r".*?\(ip=(?P<ip>[0-9A-Fa-f.:]+), pid=(?P<pid>[0-9]+)\) world_rank=(?P<rank>[0-9]+), local_rank=(?P<local>[0-9]+)"
+    r"|#\s+Rank\s+(?P<rank2>[0-9]+)(?:\s+Group\s+[0-9]+)?\s+Pid\s+(?P<pid2>[0-9]+)\s+on\s+(?P<host2>\S+)\s+device\s",
+    regex.ASCII,
+)
+_SPAWN_BLOCK = regex.compile(r"-- Process (?P<n>[0-9]+) terminated with the following error:", regex.ASCII)
+_EXC_LINE = regex.compile(
+    r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception|Interrupt)\b", regex.ASCII
+)
 _LAUNCHER_SRC = (
     "torch/distributed/elastic/",
     "torch/distributed/run.py",
@@ -177,7 +199,7 @@ def _with_internal(events: pl.DataFrame) -> pl.DataFrame:
 class _Facts:
     """Rank facts about one key, with their evidence, strongest kind first."""
 
-    ORDER = ("direct", "comm", "childfailed", "file", "app")
+    ORDER = ("direct", "comm", "childfailed", "ring", "file", "app")
 
     def __init__(self) -> None:
         self.by_kind: dict[str, Counter[int]] = defaultdict(Counter)
@@ -248,6 +270,7 @@ class _Resolver:
         self.f_ev = c("_file_evidence")
         self.f_year = c("_file_year")
         self.f_single = c("_file_single")
+        self.f_attempt = _nonneg(c("_file_attempt"))
         self.comm_rank = _nonneg(c("comm_rank"))
         self.nranks = _nonneg(c("nranks"), 1)
         self.comm_id = c("comm_id")
@@ -257,6 +280,16 @@ class _Resolver:
         self.t_pid = _nonneg(c("target_pid"))
         self.t_host = c("target_host")
         self.f_world = _nonneg(c("world_size"), 1)
+        self.ndev = _nonneg(c("_nccl_dev"))
+        self.cuda_dev = _nonneg(c("cuda_dev"))
+        self.message = c("message")
+        # the unit of "one process's output": a file, or a torchrun worker folder attempt_N/<local>/
+        self.unit: list[str] = [
+            src.rsplit("/", 1)[0] + "/"
+            if self.f_attempt[i] is not None and self.f_local[i] is not None
+            else src
+            for i, src in enumerate(self.source)
+        ]
         self.notes: list[str] = []
         self.display: dict[str, str] = {}  # host key -> display name
         self.strong: set[str] = set()
@@ -283,6 +316,7 @@ class _Resolver:
         self._world()
         self._process_ranks()
         self._files()
+        self._spawn_blocks()
         self._nodes_and_tasks()
         self._assign()
         self._times()
@@ -355,6 +389,10 @@ class _Resolver:
         self.comm_facts: dict[tuple[str | None, int], dict[int, str]] = defaultdict(dict)
         self.local_facts: dict[tuple[str | None, int], Counter[int]] = defaultdict(Counter)
         self.nnodes: Counter[int] = Counter()
+        self.dev_facts: dict[tuple[str | None, int], dict[int, set[int]]] = defaultdict(
+            lambda: defaultdict(set)
+        )
+        self.multi_dev: dict[tuple[str | None, int], dict[int, tuple[int, str]]] = {}
         if self.world is not None:
             others = sorted(s for s in sizes if s != self.world)
             self.ws_evidence.append(
@@ -377,8 +415,26 @@ class _Resolver:
             self.comm_facts[k].setdefault(
                 r, f"NCCL comm init: pid {k[1]} on {host} is rank {r} of {self.world}"
             )
+            dev = self.cuda_dev[i] if self.cuda_dev[i] is not None else self.ndev[i]
+            if dev is not None:
+                self.dev_facts[k][dev].add(r)
             if self.t_local[i] is not None:
                 self.local_facts[k][self.t_local[i]] += 1
+        # one process driving several GPUs (ncclCommInitAll, nccl-tests -g N): rank per device
+        for k, ranks in list(self.comm_facts.items()):
+            devs = self.dev_facts.get(k, {})
+            if len(ranks) > 1 and devs and all(len(rs) == 1 for rs in devs.values()):
+                host = self._disp(k[0]) or "unknown host"
+                self.multi_dev[k] = {
+                    d: (
+                        next(iter(rs)),
+                        f"NCCL comm init: pid {k[1]} on {host} drives several GPUs; device [{d}] is rank "
+                        f"{next(iter(rs))} of {self.world}",
+                    )
+                    for d, rs in devs.items()
+                }
+                del self.comm_facts[k]
+        self._ring_ranks(sizes)
         for i in range(self.n):
             if self.t_pid[i] is not None and self.t_local[i] is not None and self.signal[i] != "init":
                 h = self._host_of(self.t_host[i]) if self.t_host[i] else self.hk[i]
@@ -394,6 +450,32 @@ class _Resolver:
                     self.ws_disagree.append(
                         f"world_size {w} printed, but the largest NCCL communicator has {self.world} ranks"
                     )
+
+    def _ring_ranks(self, sizes: Counter[int]) -> None:
+        """Own comm rank from NCCL Trees/Ring/Channel lines, used when no init line names the process.
+
+        Only when no communicator smaller than the largest is seen: these lines carry no comm id,
+        and a subgroup's lines would give its group rank.
+        """
+        self.ring_facts: dict[tuple[str | None, int], Counter[int]] = defaultdict(Counter)
+        if len(sizes) > 1:
+            return
+        for i in range(self.n):
+            k = self.key[i]
+            if k is None or k in self.multi_dev:
+                continue
+            r: int | None = None
+            if self.comm_rank[i] is not None and self.nranks[i] is None:
+                r = self.comm_rank[i]
+            elif "nccl" in self.layers[i] and self.message[i]:
+                m = _OWN_RANK.match(self.message[i])
+                if m:
+                    own = m.group("tree") or m.group("ring") or m.group("dup") or m.group("a")
+                    if m.group("dir") == "[receive]":
+                        own = m.group("b")
+                    r = int(own) if own is not None and len(own) < 10 else None
+            if r is not None:
+                self.ring_facts[k][r] += 1
 
     def _process_ranks(self) -> None:
         """(host, pid) -> rank from direct prefixes, world comm init, ChildFailedError blocks, files."""
@@ -412,6 +494,14 @@ class _Resolver:
         for k, ranks in self.comm_facts.items():
             for r, text in ranks.items():
                 self.proc[k].add("comm", r, text)
+        for k, counts in self.ring_facts.items():
+            if len(counts) == 1 and k not in self.comm_facts:
+                r = next(iter(counts))
+                self.proc[k].add(
+                    "ring",
+                    r,
+                    f"NCCL ring/tree lines: pid {k[1]} on {self._disp(k[0]) or 'unknown host'} is rank {r}",
+                )
         self._childfailed()
         for i in range(self.n):
             if self.f_rank[i] is not None and self.f_pid[i] is not None and self.key[i] is not None:
@@ -446,10 +536,34 @@ class _Resolver:
         return base
 
     def _childfailed(self) -> None:
-        """torchrun ChildFailedError: `rank : R (local_rank: L)` + nearby `host :` and `exitcode … (pid: P)`."""
+        """torchrun ChildFailedError: `rank : R (local_rank: L)` + nearby `host :` and `exitcode … (pid: P)`.
+
+        Also any line naming a rank and its pid together (target_rank + target_pid).
+        """
         self.node_local: dict[tuple[str, int], Counter[int]] = defaultdict(Counter)
         self.node_local_text: dict[tuple[str, int, int], str] = {}
         self.rank_host_facts: dict[int, Counter[str]] = defaultdict(Counter)
+        for i in range(self.n):
+            r, p = self.t_rank[i], self.t_pid[i]
+            h = self._host_of(self.t_host[i]) if self.t_host[i] else self.hk[i]
+            lr = self.t_local[i]
+            if (
+                (r is None or p is None)
+                and self.message[i]
+                and ("pid=" in self.message[i] or " Pid " in self.message[i])
+            ):
+                m = _NAMED_PROC.match(self.message[i])
+                if m:
+                    r = int(m.group("rank") or m.group("rank2"))
+                    p = int(m.group("pid") or m.group("pid2"))
+                    h = self._host_of(m.group("ip") or m.group("host2"))
+                    lr = int(m.group("local")) if m.group("local") else None
+            if r is not None and p is not None and self.signal[i] != "init" and r < 2**31 and p < 2**31:
+                text = f"{self.source[i]}:{self.line[i]} names pid {p}{f' on {self._disp(h)}' if h else ''} as rank {r}"
+                self.proc[(h, p)].add("childfailed", r, text)
+                if lr is not None and h is not None:
+                    self.node_local[(h, lr)][r] += 1
+                    self.node_local_text.setdefault((h, lr, r), text)
         rows = [
             i
             for i in range(self.n)
@@ -488,50 +602,52 @@ class _Resolver:
                     )
 
     def _files(self) -> None:
-        """Per source: is it one process's output, and which rank/process it belongs to."""
+        """Per unit (a file, or a torchrun worker folder): is it one process's output, and whose."""
         rows: dict[str, list[int]] = defaultdict(list)
         for i in range(self.n):
-            rows[self.source[i]].append(i)
+            rows[self.unit[i]].append(i)
         self.file_rank: dict[str, tuple[int, str]] = {}
         self.file_key: dict[str, tuple[str | None, int]] = {}
         self.file_host: dict[str, str] = {}
         self.file_multi: dict[str, bool] = {}
         self.file_local: dict[str, int] = {}
-        for src, idx in rows.items():
+        for unit, idx in rows.items():
             i0 = idx[0]
             keys = {self.key[i] for i in idx if self.key[i] is not None and self.lpid[i] is not None}
-            direct = Counter(
-                self.lrank[i]
-                for i in idx
-                if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app"
-            )
+            direct: Counter[int] = Counter()
+            how: dict[int, str] = {}
+            for i in idx:
+                r, text = self._line_rank(i)
+                if r is not None:
+                    direct[r] += 1
+                    how.setdefault(r, text)
             hosts: set[str] = {h for h in (self.hk[i] for i in idx) if h is not None}
             if len(hosts) == 1:
-                self.file_host[src] = next(iter(hosts))
+                self.file_host[unit] = next(iter(hosts))
             launcher_layers = any(set(self.layers[i]) & {"tee", "srun", "ray", "pdsh"} for i in idx)
             single = bool(self.f_single[i0]) or (len(keys) == 1 and len(direct) <= 1 and not launcher_layers)
             if len(keys) > 1 or len(direct) > 1:
                 single = False
             any_ranks = {self.lrank[i] for i in idx if self.lrank[i] is not None}
-            self.file_multi[src] = len(keys) > 1 or len(any_ranks) > 1
+            self.file_multi[unit] = len(keys) > 1 or len(any_ranks | set(direct)) > 1
             if not single:
                 if self.f_rank[i0] is not None and set(direct) - {self.f_rank[i0]}:
                     self.notes.append(
-                        f"{src}: the file name suggests rank {self.f_rank[i0]} but its lines show rank(s) "
+                        f"{unit}: the file name suggests rank {self.f_rank[i0]} but its lines show rank(s) "
                         f"{', '.join(map(str, sorted(direct)))}; the name is not used as a rank"
                     )
                 continue
             if self.f_local[i0] is not None:
-                self.file_local[src] = self.f_local[i0]
+                self.file_local[unit] = self.f_local[i0]
             key = next(iter(keys)) if keys else None
             if key is None and self.f_pid[i0] is not None:
                 key = (self._host_of(self.f_host[i0]), self.f_pid[i0])
             if key is not None:
-                self.file_key[src] = key
+                self.file_key[unit] = key
             cands: list[tuple[int, str]] = []
             if direct:
                 r = direct.most_common(1)[0][0]
-                cands.append((r, f"single-process file: its other lines carry [rank{r}]:"))
+                cands.append((r, f"one process's output ({unit}): its other lines say rank {r} ({how[r]})"))
             if key is not None:
                 pr = self._proc_lookup(key)
                 if pr is not None:
@@ -539,12 +655,23 @@ class _Resolver:
             if self.f_rank[i0] is not None:
                 cands.append((self.f_rank[i0], f"file name ({self.f_ev[i0]})"))
             if cands:
-                self.file_rank[src] = cands[0]
+                self.file_rank[unit] = cands[0]
                 for r, text in cands[1:]:
                     if r != cands[0][0]:
                         self.notes.append(
-                            f"{src}: {cands[0][1]} (rank {cands[0][0]}), but {text} says rank {r}"
+                            f"{unit}: {cands[0][1]} (rank {cands[0][0]}), but {text} says rank {r}"
                         )
+
+    def _line_rank(self, i: int) -> tuple[int | None, str]:
+        """A global rank the line itself states (not the application prefix), with how."""
+        if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app":
+            return self.lrank[i], self._direct_text(i)
+        if self.pgrank[i] is not None and self._default_pg(i):
+            return self.pgrank[i], f"rank {self.pgrank[i]} in the default process group ({self.pg[i]})"
+        return None, ""
+
+    def _default_pg(self, i: int) -> bool:
+        return self.pg[i] is not None and (self.pg[i] == "0" or self.pgdesc[i] == "default_pg")
 
     def _proc_lookup(self, key: tuple[str | None, int]) -> tuple[int, str, list[str]] | None:
         pr = self.proc_rank.get(key)
@@ -574,7 +701,7 @@ class _Resolver:
             hi = self.hk[i]
             if hi is not None:
                 task_hosts[t].add(hi)
-            if "tee" in self.layers[i]:
+            if "tee" in self.layers[i] or self._not_a_worker(i):
                 task_tee.add(t)
         tasks = {t for t in self.srun if t is not None}
         self.tasks_are: str | None = None
@@ -589,19 +716,22 @@ class _Resolver:
             if multi:
                 self.tasks_are = "nodes"
                 self.notes.append(
-                    f"srun tasks are nodes, not ranks (task {min(multi)} shows several ranks, processes or torchrun prefixes)"
+                    f"srun tasks are nodes, not ranks (task {min(multi)} shows several ranks or processes, "
+                    "torchrun prefixes or launcher lines)"
                 )
             else:
                 self.task_rank = {t: c.most_common(1)[0][0] for t, c in task_ranks.items() if c}
                 if self.task_rank and all(r == t for t, r in self.task_rank.items()):
                     self.tasks_are = "ranks"
-                elif not self.task_rank and self.world is not None and len(tasks) == self.world:
-                    self.tasks_are = "ranks"
-                    self.notes.append(
-                        f"srun tasks taken as ranks: {len(tasks)} tasks for a world of {self.world}"
-                    )
                 elif self.task_rank:
                     self.tasks_are = "processes"
+                elif len(tasks) >= 2:
+                    self.tasks_are = "ranks"
+                    self.notes.append(
+                        f"srun tasks taken as ranks: {len(tasks)} tasks, none showing several processes, "
+                        "torchrun prefixes or launcher lines"
+                        + (f" (world size {self.world})" if self.world is not None else "")
+                    )
         # node-level (node, local) -> rank
         for k, (r, _text, _c) in self.proc_rank.items():
             for lr in self.local_facts.get(k, ()):
@@ -644,8 +774,9 @@ class _Resolver:
                 self.rank_local[r] = next(iter(c))
 
     def _row_rank_direct_or_proc(self, i: int) -> int | None:
-        if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app":
-            return self.lrank[i]
+        r, _how = self._line_rank(i)
+        if r is not None:
+            return r
         k = self.key[i]
         if k is not None:
             pr = self._proc_lookup(k)
@@ -656,13 +787,13 @@ class _Resolver:
     def _node(self, i: int) -> str | None:
         if self.hk[i] is not None:
             return self.hk[i]
-        src = self.source[i]
+        unit = self.unit[i]
         t = self.srun[i]
         if t is not None and self.tasks_are == "nodes":
             return self.task_host.get(t, f"srun task {t}")
-        if src in self.file_host:
-            return self.file_host[src]
-        return f"file {src}"
+        if unit in self.file_host:
+            return self.file_host[unit]
+        return f"file {self.source[i]}"
 
     def _node_disp(self, node: str) -> str:
         return node if node.startswith(("srun task ", "file ")) else (self._disp(node) or node)
@@ -677,22 +808,27 @@ class _Resolver:
         self.out_attr: list[str] = [""] * n
         self.out_trank: list[int | None] = list(self.t_rank)
         only_default = self._only_default_group()
+        self.host_rank: dict[str, set[int]] = defaultdict(set)
+        for (h, _p), (r, _t, _c) in self.proc_rank.items():
+            if h is not None:
+                self.host_rank[h].add(r)
+        for k, devs in self.multi_dev.items():
+            if k[0] is not None:
+                self.host_rank[k[0]].update(r for r, _t in devs.values())
         for i in range(n):
-            src = self.source[i]
+            unit = self.unit[i]
             key = self.key[i]
-            if key is None and src in self.file_key:
-                key = self.file_key[src]
-            rank, why, conflicts = self._own_rank(i, key, only_default)
+            if key is None and unit in self.file_key:
+                key = self.file_key[unit]
             host_key = self.hk[i]
             if host_key is None and key is not None:
                 host_key = key[0]
+            rank, why, conflicts = self._own_rank(i, key, host_key, only_default)
+            # `rank` is the writer's: a launcher or Ray line about one worker keeps rank null and
+            # names that worker in target_rank (from target_pid / target_local_rank)
             target = self._target(i, host_key)
             if target is not None and self.t_rank[i] is None:
                 self.out_trank[i] = target[0]
-            if rank is None and target is not None and self.signal[i] != "init":
-                rank, why = target[0], f"line about another process: {target[1]}"
-            elif target is not None and self.t_rank[i] is None:
-                why = f"{why}; it talks about {target[1]}"
             if rank is not None and self.world is not None and rank >= self.world:
                 conflicts.append(f"rank {rank} is outside the world size {self.world}")
             self.out_rank[i] = rank
@@ -701,15 +837,15 @@ class _Resolver:
                 host_key = self._rank_host_key(rank)
             if host_key is None and self.srun[i] is not None and self.tasks_are == "nodes":
                 host_key = self.task_host.get(self.srun[i])
-            if host_key is None and src in self.file_host and not self.file_multi.get(src):
-                host_key = self.file_host[src]
+            if host_key is None and unit in self.file_host and not self.file_multi.get(unit):
+                host_key = self.file_host[unit]
             self.out_host[i] = self._disp(host_key)
             self.out_pid[i] = (
                 self.lpid[i] if self.lpid[i] is not None else (key[1] if key is not None else None)
             )
             lr = self.llocal[i]
             if lr is None:
-                lr = self.file_local.get(src)
+                lr = self.file_local.get(unit)
             if lr is None and key is not None and key in self.local_facts and len(self.local_facts[key]) == 1:
                 lr = next(iter(self.local_facts[key]))
             if lr is None and rank is not None:
@@ -719,32 +855,41 @@ class _Resolver:
                 why = self._reason(i, key)
             elif conflicts:
                 why = f"{why}; conflicting evidence: {'; '.join(conflicts)}"
+            if target is not None and self.t_rank[i] is None:
+                why = f"{why}; the line is about {target[1]}"
             self.out_attr[i] = why
 
     def _own_rank(
-        self, i: int, key: tuple[str | None, int] | None, only_default: bool
+        self, i: int, key: tuple[str | None, int] | None, host_key: str | None, only_default: bool
     ) -> tuple[int | None, str, list[str]]:
         """The rank of the process that wrote row i, by the evidence order of the module docstring."""
-        src = self.source[i]
+        unit = self.unit[i]
         conflicts: list[str] = []
         pr = self._proc_lookup(key) if key is not None else None
-        lrank = self.lrank[i]
-        if lrank is not None and self.rkind[i] != "app":
+        lrank, direct_how = self._line_rank(i)
+        if lrank is not None:
             if pr is not None and pr[0] != lrank:
                 conflicts.append(f"{pr[1]} says rank {pr[0]}")
             elif pr is not None:
                 conflicts.extend(pr[2])
-            return lrank, self._direct_text(i), conflicts
+            return lrank, direct_how, conflicts
+        if key is not None and key in self.multi_dev:
+            dev = self.ndev[i]
+            if dev is not None and dev in self.multi_dev[key]:
+                r, text = self.multi_dev[key][dev]
+                return r, text, conflicts
+            return None, "", conflicts
+        app = self.lrank[i]  # only the application prefix is left
         if pr is not None:
-            why = pr[1] if self.key[i] is not None else f"{pr[1]} (single-process file {src})"
+            why = pr[1] if self.key[i] is not None else f"{pr[1]} (one process's output: {unit})"
             conflicts.extend(pr[2])
-            if lrank is not None and lrank != pr[0]:
-                conflicts.append(f"application prefix says rank {lrank}")
+            if app is not None and app != pr[0]:
+                conflicts.append(f"application prefix says rank {app}")
             return pr[0], why, conflicts
-        if lrank is not None:
-            return lrank, self._direct_text(i), conflicts
-        if src in self.file_rank:
-            return self.file_rank[src][0], self.file_rank[src][1], conflicts
+        if app is not None:
+            return app, self._direct_text(i), conflicts
+        if unit in self.file_rank:
+            return self.file_rank[unit][0], self.file_rank[unit][1], conflicts
         rank, why = self._via_local(i)
         if rank is not None:
             return rank, why, conflicts
@@ -756,20 +901,45 @@ class _Resolver:
             if self.tasks_are == "ranks":
                 return t, f"srun task {t} (one task per rank)", conflicts
         pgr = self.pgrank[i]
-        if pgr is not None:
-            if self.pg[i] is not None and (self.pg[i] == "0" or self.pgdesc[i] == "default_pg"):
-                return pgr, f"rank {pgr} in the default process group ({self.pg[i]})", conflicts
-            if self.pg[i] is None and only_default:
-                why = f"WorkNCCL [Rank {pgr}], taken as the default group: no other process group is seen"
-                return pgr, why, conflicts
+        if pgr is not None and self.pg[i] is None and only_default:
+            why = f"WorkNCCL [Rank {pgr}], taken as the default group: no other process group is seen"
+            return pgr, why, conflicts
+        if (
+            key is None  # a pid of its own that no evidence names is another process
+            and host_key is not None
+            and len(self.host_rank.get(host_key, ())) == 1
+            and not self._not_a_worker(i)
+        ):
+            r = next(iter(self.host_rank[host_key]))
+            return r, f"the only rank seen on {self._disp(host_key)} is {r}", conflicts
         return None, "", conflicts
+
+    def _not_a_worker(self, i: int) -> bool:
+        """Kernel, Ray system and launcher lines: written on a host, but by no rank."""
+        lay = set(self.layers[i])
+        if lay & {"syslog", "dmesg"}:
+            return True
+        if "ray" in lay and self.lpid[i] is None:
+            return True
+        src_loc = self.src[i] or ""
+        logger = self.logger[i] or ""
+        return (
+            any(s in src_loc for s in _LAUNCHER_SRC)
+            or logger.startswith(_LAUNCHER_LOGGERS)
+            or ("deepspeed" in lay and src_loc.startswith("launch.py"))
+        )
 
     def _via_local(self, i: int) -> tuple[int | None, str]:
         lr = self.llocal[i]
         how = f"torchrun tee [{lr}]:" if lr is not None else ""
         if lr is None:
-            lr = self.file_local.get(self.source[i])
+            lr = self.file_local.get(self.unit[i])
             how = f"torchrun log dir (local rank {lr})" if lr is not None else ""
+        if lr is None and i in self.spawn_block:
+            lr, header = self.spawn_block[i]
+            how = (
+                f"mp.spawn re-raises the error of process {lr} (line {header}: -- Process {lr} terminated …):"
+            )
         if lr is None:
             return None, ""
         node = self._node(i)
@@ -782,6 +952,37 @@ class _Resolver:
         if self.single_node:
             return lr, f"{how} local rank {lr} = global rank (single-node job)"
         return None, ""
+
+    def _spawn_blocks(self) -> None:
+        """Rows of the traceback that torch.multiprocessing.spawn re-raises after
+        `-- Process N terminated with the following error:` belong to process N (a local rank)."""
+        self.spawn_block: dict[int, tuple[int, int]] = {}
+        by_src: dict[str, list[int]] = defaultdict(list)
+        for i in range(self.n):
+            by_src[self.source[i]].append(i)
+        for idx in by_src.values():
+            if not any("terminated with the following error" in (self.message[i] or "") for i in idx):
+                continue
+            idx.sort(key=lambda j: self.line[j])
+            open_block: tuple[int, int] | None = None
+            for i in idx:
+                msg = self.message[i] or ""
+                m = _SPAWN_BLOCK.match(msg)
+                if m and len(m.group("n")) < 10:
+                    open_block = (int(m.group("n")), self.line[i])
+                    continue
+                if open_block is None:
+                    continue
+                if self.line[i] - open_block[1] > 400 or self.layers[i]:
+                    open_block = None
+                    continue
+                if not msg or msg.startswith(("Traceback", " ")):
+                    self.spawn_block[i] = open_block
+                elif _EXC_LINE.match(msg):
+                    self.spawn_block[i] = open_block
+                    open_block = None
+                else:
+                    open_block = None
 
     def _rank_host_key(self, rank: int) -> str | None:
         hosts = {k[0] for k, (r, _t, _c) in self.proc_rank.items() if r == rank and k[0] is not None}
@@ -818,19 +1019,33 @@ class _Resolver:
 
     def _reason(self, i: int, key: tuple[str | None, int] | None) -> str:
         lay = set(self.layers[i])
-        src_loc = self.src[i] or ""
-        logger = self.logger[i] or ""
         if self.pgrank[i] is not None:
             if self.pg[i] is not None:
-                return f"no global rank: [PG {self.pg[i]} Rank {self.pgrank[i]}] is a rank inside process group {self.pg[i]}"
+                return (
+                    f"no global rank: [PG {self.pg[i]} Rank {self.pgrank[i]}] is a rank inside process group "
+                    f"{self.pg[i]}"
+                )
             return f"no global rank: [Rank {self.pgrank[i]}] is a process-group rank and other groups exist"
+        if lay & {"syslog", "dmesg"}:
+            return "no rank evidence: kernel/system log line (host level)"
+        if "ray" in lay and self.lpid[i] is None:
+            return "no rank evidence: Ray system line (raylet/autoscaler) without a worker pid"
+        if self._not_a_worker(i):
+            where = self.src[i] or self.logger[i] or "launcher"
+            return f"no rank evidence: launcher line ({where}) from the parent process, not a worker"
+        if key is not None and key in self.multi_dev:
+            ranks = sorted(r for r, _t in self.multi_dev[key].values())
+            return (
+                f"no rank evidence: pid {key[1]} drives several GPUs (ranks {', '.join(map(str, ranks))}) "
+                "and the line names no device"
+            )
         if key is not None:
             return (
                 f"no rank evidence: pid {key[1]} on {self._disp(key[0]) or 'an unknown host'} appears in no NCCL "
                 "comm init or rank-prefixed line"
             )
-        if self.llocal[i] is not None or self.source[i] in self.file_local:
-            lr = self.llocal[i] if self.llocal[i] is not None else self.file_local[self.source[i]]
+        if self.llocal[i] is not None or self.unit[i] in self.file_local:
+            lr = self.llocal[i] if self.llocal[i] is not None else self.file_local[self.unit[i]]
             node = self._node(i)
             return (
                 f"no rank evidence: torchrun local rank {lr} on {self._node_disp(node) if node else 'an unknown node'}, "
@@ -840,19 +1055,7 @@ class _Resolver:
             if self.tasks_are == "nodes":
                 return f"no rank evidence: srun task {self.srun[i]} runs several ranks (tasks are nodes)"
             return f"no rank evidence: srun task {self.srun[i]}, unknown whether tasks are ranks or nodes"
-        if lay & {"syslog", "dmesg"}:
-            return "no rank evidence: kernel/system log line (host level)"
-        if "ray" in lay:
-            return "no rank evidence: Ray system line (raylet/autoscaler) without a worker pid"
-        if (
-            any(s in src_loc for s in _LAUNCHER_SRC)
-            or logger.startswith(_LAUNCHER_LOGGERS)
-            or ("deepspeed" in lay and src_loc.startswith("launch.py"))
-        ):
-            return (
-                f"no rank evidence: launcher line ({src_loc or logger}) from the parent process, not a worker"
-            )
-        if self.file_multi.get(self.source[i]):
+        if self.file_multi.get(self.unit[i]):
             return "no rank evidence: driver line without worker prefix in a file that mixes several ranks"
         return "no rank evidence: the line has no worker prefix, and its file says nothing about the rank"
 

@@ -61,6 +61,7 @@ int64 or None.
 from __future__ import annotations
 
 from dataclasses import dataclass
+from typing import Any
 
 import regex
 
@@ -191,6 +192,20 @@ _PG = regex.compile(
     r"|\[Rank (?P<wr>[0-9]+)\]",
     _A,
 )
+_EXC_HEAD = regex.compile(
+    r"  what\(\):  |(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception): ", _A
+)
+_EXC_RANK = regex.compile(
+    r"NCCL communicator was aborted on rank (?P<r>[0-9]+)\."
+    r"|\[Rank (?P<w>[0-9]+)\] (?:Watchdog caught|Caught collective|NCCL watchdog|Some NCCL operations)",
+    _A,
+)
+_TQDM = regex.compile(
+    r"[^\r\n\[\]]{0,120}?(?:[0-9]{1,3}%\|[^|]{0,200}\|[^\[\]|]{0,60}\[[^\[\]]{0,200}\]"
+    r"|[0-9.]+[kMGT]?it \[[^\[\]]{0,120}\])",
+    _A,
+)
+_NCCLTESTS = regex.compile(r" \.\. (?P<host>[^\s:]+) pid (?P<pid>[0-9]+): ", _A)
 _NCCL_GRANK = regex.compile(r"\[Rank (?P<r>[0-9]+)\] nccl[A-Za-z]+ comm ", _A)
 _LOG_DIST = regex.compile(r"\[Rank (?P<r>[0-9]+)\] ", _A)
 _APP_RANK = regex.compile(r"Rank (?P<r>[0-9]+): |\[rank: (?P<l>[0-9]+)\] ", _A)
@@ -226,47 +241,14 @@ def _pdsh_host(s: str, pos: int) -> tuple[str, int] | None:
     return None
 
 
-class _State:
-    __slots__ = (
-        "func",
-        "host",
-        "ip",
-        "layers",
-        "level",
-        "local_rank",
-        "logger",
-        "nccl_dev",
-        "pid",
-        "rank",
-        "rank_kind",
-        "ray_actor",
-        "src",
-        "srun_task",
-        "tee_role",
-        "tid",
-        "time",
-        "uptime",
-    )
+def _new_attrs(values: dict[str, Any]) -> LineAttrs:
+    """Build a LineAttrs without running the 23-argument frozen __init__ (this is the hot path).
 
-    def __init__(self) -> None:
-        self.rank: int | None = None
-        self.rank_kind: str | None = None
-        self.local_rank: int | None = None
-        self.srun_task: int | None = None
-        self.host: str | None = None
-        self.pid: int | None = None
-        self.tid: int | None = None
-        self.ip: str | None = None
-        self.ray_actor: str | None = None
-        self.nccl_dev: int | None = None
-        self.level: str | None = None
-        self.time: PartialTime | None = None
-        self.layers: list[str] = []
-        self.src: str | None = None
-        self.func: str | None = None
-        self.logger: str | None = None
-        self.tee_role: str | None = None
-        self.uptime: float | None = None
+    Fields not in ``values`` read their class-level defaults, exactly as if passed by keyword.
+    """
+    obj = object.__new__(LineAttrs)
+    obj.__dict__.update(values)
+    return obj
 
 
 def parse_line(text: str) -> LineAttrs:
@@ -286,71 +268,76 @@ def strip_dedup(text: str) -> tuple[str, int]:
 
 def _parse(text: str) -> LineAttrs:
     s, repeat = strip_dedup(clean_text(text))
-    st = _State()
-    pos = _strip_layers(s, st)
+    d: dict[str, Any] = {}
+    layers: list[str] = []
+    pos = _strip_layers(s, d, layers)
     message = s[pos:]
-    pg = pg_desc = pg_rank = None
-    if message[:1] == "[" or message[:1] == "R":
+    d["message"] = message
+    if repeat != 1:
+        d["repeat"] = repeat
+    if layers:
+        d["layers"] = tuple(layers)
+    c = message[:1]
+    if c == "[" or c == "R":
         if message.startswith("[Rank "):
-            if "deepspeed" in st.layers:
+            if "deepspeed" in layers:
                 m = _LOG_DIST.match(message)
                 if m:
-                    _set_rank(st, _int(m.group("r")), "log_dist")
-            elif "nccl" in st.layers:
+                    _set_rank(d, _int(m.group("r")), "log_dist")
+            elif "nccl" in layers:
                 m = _NCCL_GRANK.match(message)
                 if m:
-                    _set_rank(st, _int(m.group("r")), "nccl")
-        if "deepspeed" not in st.layers and "nccl" not in st.layers:
-            m = _PG.match(message)
-            if m:
-                if m.group("wr") is not None:
-                    pg_rank = _int(m.group("wr"))
-                else:
-                    pg = m.group("guid") or m.group("name")
-                    pg_desc = m.group("d1") if m.group("guid") else m.group("d2")
-                    pg_desc = pg_desc or None
-                    pg_rank = _int(m.group("r"))
+                    _set_rank(d, _int(m.group("r")), "nccl")
+        if "deepspeed" not in layers and "nccl" not in layers:
+            _read_pg(_PG.match(message), d)
         m = _APP_RANK.match(message)
         if m:
-            _set_rank(st, _int(m.group("r") or m.group("l")), "app")
-    return LineAttrs(
-        message=message,
-        rank=st.rank,
-        local_rank=st.local_rank,
-        srun_task=st.srun_task,
-        host=st.host,
-        pid=st.pid,
-        tid=st.tid,
-        ip=st.ip,
-        ray_actor=st.ray_actor,
-        pg=pg,
-        pg_rank=pg_rank,
-        nccl_dev=st.nccl_dev,
-        level=st.level,
-        time=st.time,
-        repeat=repeat,
-        layers=tuple(st.layers),
-        rank_kind=st.rank_kind,
-        pg_desc=pg_desc,
-        src=st.src,
-        func=st.func,
-        logger=st.logger,
-        tee_role=st.tee_role,
-        uptime=st.uptime,
-    )
+            _set_rank(d, _int(m.group("r") or m.group("l")), "app")
+    if "pg_rank" not in d and ("PG " in message or "[Rank " in message or "aborted on rank" in message):
+        # the exception text of a watchdog abort starts with the PG prefix:
+        # `  what():  [PG 0 (default_pg) Rank 9] …`, `DistBackendError: [Rank 2] …`
+        m = _EXC_HEAD.match(message)
+        if m:
+            _read_pg(_PG.match(message, m.end()), d)
+            if "pg_rank" not in d:  # `RuntimeError: NCCL communicator was aborted on rank 3. …`
+                m = _EXC_RANK.search(message, m.end())
+                if m:
+                    d["pg_rank"] = _int(m.group("r") or m.group("w"))
+    return _new_attrs(d)
 
 
-def _set_rank(st: _State, rank: int | None, kind: str) -> None:
+def _read_pg(m: regex.Match[str] | None, d: dict[str, Any]) -> None:
+    if m is None:
+        return
+    if m.group("wr") is not None:
+        d["pg_rank"] = _int(m.group("wr"))
+    else:
+        guid = m.group("guid")
+        d["pg"] = guid or m.group("name")
+        d["pg_desc"] = (m.group("d1") if guid else m.group("d2")) or None
+        d["pg_rank"] = _int(m.group("r"))
+
+
+def _set_rank(d: dict[str, Any], rank: int | None, kind: str) -> None:
     """Record a line-level global rank unless a stronger one is already there."""
-    if st.rank is None and rank is not None:
-        st.rank, st.rank_kind = rank, kind
+    if d.get("rank") is None and rank is not None:
+        d["rank"], d["rank_kind"] = rank, kind
 
 
 # Stages: 0 start, 1 time/host layer, 3 srun/pdsh, 4 Ray, 5 tee, 6 [rankN]:
-def _strip_layers(s: str, st: _State) -> int:
+def _strip_layers(s: str, st: dict[str, Any], layers: list[str]) -> int:
     pos, n, stage = 0, len(s), 0
     done: set[str] = set()
+    bar = "%|" in s or "it [" in s
     while pos < n:
+        if bar and stage <= 5:
+            # the tail of a tqdm bar redraw, then another writer's line: drop the bar
+            m = _TQDM.match(s, pos)
+            if m and m.end() < n:
+                layers.append("progress")
+                pos = m.end()
+                bar = "%|" in s[pos:] or "it [" in s[pos:]
+                continue
         c = s[pos]
         if c == "[":
             c1 = s[pos + 1 : pos + 2]
@@ -358,16 +345,16 @@ def _strip_layers(s: str, st: _State) -> int:
                 m = _RANK.match(s, pos)
                 if m:
                     _set_rank(st, _int(m.group("r")), "prefix")
-                    st.layers.append("rank")
+                    layers.append("rank")
                     done.add("rank")
                     pos, stage = m.end(), 6
                     continue
             if c1 in "FEWIV" and c1:
                 m = _C10.match(s, pos)
                 if m:
-                    st.level, st.src = m.group("lvl"), m.group("src")
+                    st["level"], st["src"] = m.group("lvl"), m.group("src")
                     if m.group("md"):
-                        st.time = ts.from_mmdd(
+                        st["time"] = ts.from_mmdd(
                             m.group("md"),
                             m.group("h"),
                             m.group("mi"),
@@ -376,47 +363,51 @@ def _strip_layers(s: str, st: _State) -> int:
                             c10=len(m.group("f")) == 9,
                         )
                         if m.group("num"):
-                            st.tid = _int(m.group("num"))
-                    st.layers.append("c10")
+                            st["tid"] = _int(m.group("num"))
+                    layers.append("c10")
                     return m.end()
             if c1.isdigit() and c1:
                 m = _BRACKET_DATE.match(s, pos)
                 if m and "date" not in done:
-                    st.time = ts.from_iso_match(m)
+                    st["time"] = ts.from_iso_match(m)
                     end = m.end()
                     m2 = _DEEPSPEED.match(s, end)
                     if m2:
-                        st.level, st.src, st.func = m2.group("lvl"), m2.group("src"), m2.group("func")
-                        st.layers.append("deepspeed")
+                        st["level"], st["src"], st["func"] = (
+                            m2.group("lvl"),
+                            m2.group("src"),
+                            m2.group("func"),
+                        )
+                        layers.append("deepspeed")
                         return m2.end()
                     m2 = _PY21.match(s, end)
                     if m2:
-                        st.level, st.logger = m2.group("lvl"), m2.group("logger")
-                        st.layers.append("pylog")
+                        st["level"], st["logger"] = m2.group("lvl"), m2.group("logger")
+                        layers.append("pylog")
                         return m2.end()
-                    st.layers.append("date")
+                    layers.append("date")
                     done.add("date")
                     pos = end
                     continue
             if stage == 0 and (c1 == " " or c1.isdigit()) and c1:
                 m = _DMESG.match(s, pos)
                 if m:
-                    st.uptime = float(m.group("s"))
-                    st.layers.append("dmesg")
+                    st["uptime"] = float(m.group("s"))
+                    layers.append("dmesg")
                     pos, stage = m.end(), 1
                     continue
             if stage == 0 and c1 in "MTWFS" and c1:
                 m = _DMESG_T.match(s, pos)
                 if m:
-                    st.time = ts.from_syslog_match(m)
-                    st.layers.append("dmesg")
+                    st["time"] = ts.from_syslog_match(m)
+                    layers.append("dmesg")
                     pos, stage = m.end(), 1
                     continue
             if stage <= 4 and "tee" not in done:
                 m = _TEE.match(s, pos)
                 if m and m.group("role") != "rank":
-                    st.local_rank, st.tee_role = _int(m.group("lr")), m.group("role")
-                    st.layers.append("tee")
+                    st["local_rank"], st["tee_role"] = _int(m.group("lr")), m.group("role")
+                    layers.append("tee")
                     done.add("tee")
                     pos, stage = m.end(), 5
                     continue
@@ -426,80 +417,94 @@ def _strip_layers(s: str, st: _State) -> int:
                 m = _RAY.match(s, pos)
                 if m:
                     if m.group("pid") is not None:
-                        st.pid = _int(m.group("pid"))
-                        st.ray_actor = m.group("actor") or st.ray_actor
+                        st["pid"] = _int(m.group("pid"))
+                        st["ray_actor"] = m.group("actor") or st.get("ray_actor")
                     ip = m.group("ip") or m.group("ip2")
                     if ip:
-                        st.ip = ip
-                    st.layers.append("ray")
+                        st["ip"] = ip
+                    layers.append("ray")
                     pos, stage = m.end(), 4
                     continue
             break
+        if c == " " and s.startswith(" .. ", pos):
+            m = _NCCLTESTS.match(s, pos)
+            if m:  # nccl-tests: ` .. host pid 4812: Test failure common.cu:364`
+                st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
+                layers.append("nccltests")
+                return m.end()
         if c.isdigit() or c == " " or c == "P":
             if stage <= 3 and "srun" not in done:
                 m = _SRUN.match(s, pos)
                 if m:
-                    st.srun_task = _int(m.group("task"))
-                    st.layers.append("srun")
+                    st["srun_task"] = _int(m.group("task"))
+                    layers.append("srun")
                     done.add("srun")
                     pos, stage = m.end(), 3
                     continue
             if stage == 0 and c.isdigit():
                 m = _ISO_TS.match(s, pos)
                 if m:
-                    st.time = ts.from_iso_match(m)
+                    st["time"] = ts.from_iso_match(m)
                     pos, stage = m.end(), 1
                     m2 = _SYSLOG_TAIL.match(s, pos)
                     if m2:
-                        st.host, st.pid = m2.group("host"), _int(m2.group("pid"))
-                        st.layers.append("syslog")
+                        st["host"], st["pid"] = m2.group("host"), _int(m2.group("pid"))
+                        layers.append("syslog")
                         pos = m2.end()
                     else:
-                        st.layers.append("date")
+                        layers.append("date")
                     continue
         if c.isalnum():
             if "NCCL " in s:
                 m = _NCCL.match(s, pos)
                 if m:
-                    st.host, st.pid, st.tid = m.group("host"), _int(m.group("pid")), _int(m.group("tid"))
-                    st.nccl_dev = (
+                    st["host"], st["pid"], st["tid"] = (
+                        m.group("host"),
+                        _int(m.group("pid")),
+                        _int(m.group("tid")),
+                    )
+                    st["nccl_dev"] = (
                         _int(m.group("dev")) if m.group("dev") and m.group("dev")[0] != "-" else None
                     )
-                    st.level, st.src, st.func = m.group("lvl"), m.group("src") or st.src, m.group("func")
-                    st.layers.append("nccl")
+                    st["level"], st["src"], st["func"] = (
+                        m.group("lvl"),
+                        m.group("src") or st.get("src"),
+                        m.group("func"),
+                    )
+                    layers.append("nccl")
                     return m.end()
             if c in "FEWIVDC":
                 m = _GLOG.match(s, pos)
                 if m:
-                    st.level, st.src = m.group("lvl"), m.group("src")
+                    st["level"], st["src"] = m.group("lvl"), m.group("src")
                     frac = m.group("f")
-                    st.time = ts.from_mmdd(m.group("md"), m.group("h"), m.group("mi"), m.group("s"), frac)
+                    st["time"] = ts.from_mmdd(m.group("md"), m.group("h"), m.group("mi"), m.group("s"), frac)
                     num = _int(m.group("num"))
-                    path = st.src.rsplit(":", 1)[0]
+                    path = st["src"].rsplit(":", 1)[0]
                     if num is not None and path.endswith(".py") and num <= PID_MAX:
-                        st.pid = num
+                        st["pid"] = num
                     elif num is not None:
-                        st.tid = num
-                    st.layers.append("pylog" if path.endswith(".py") else "glog")
+                        st["tid"] = num
+                    layers.append("pylog" if path.endswith(".py") else "glog")
                     return m.end()
                 m = _PYPLAIN.match(s, pos)
                 if m:
-                    st.level, st.logger = m.group("lvl"), m.group("logger")
-                    st.layers.append("pylog")
+                    st["level"], st["logger"] = m.group("lvl"), m.group("logger")
+                    layers.append("pylog")
                     return m.end()
             if stage <= 1 and c in "JFMASOND":
                 m = _SYSLOG.match(s, pos)
                 if m:
-                    st.time = ts.from_syslog_match(m)
-                    st.host, st.pid = m.group("host"), _int(m.group("pid"))
-                    st.layers.append("syslog")
+                    st["time"] = ts.from_syslog_match(m)
+                    st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
+                    layers.append("syslog")
                     pos, stage = m.end(), 1
                     continue
             if stage <= 3 and "pdsh" not in done and (c.isdigit() or c.islower()):
                 r = _pdsh_host(s, pos)
                 if r:
-                    st.host = r[0]
-                    st.layers.append("pdsh")
+                    st["host"] = r[0]
+                    layers.append("pdsh")
                     done.add("pdsh")
                     pos, stage = r[1], 3
                     continue
