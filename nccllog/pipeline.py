@@ -43,7 +43,9 @@ def analyze(
     if not sources:
         reasons = "; ".join(f"{s.source}: {s.reason}" for s in skipped) or "no input given"
         raise InputError(f"nothing to analyse ({reasons})")
-    read = read_sources(sources, prefilter_keywords(lib), max_decompressed=max_decompressed, progress=progress)
+    read = read_sources(
+        sources, prefilter_keywords(lib), max_decompressed=max_decompressed, progress=progress
+    )
     matched = match_lines(read.lines, lib)
     events, topology = resolve(matched.events)
     coverage = _coverage(read, matched, events, skipped)
@@ -69,7 +71,7 @@ def attribute(
     """
     lib = load_library(patterns or ())
     sources, _ = _sources(inputs, stdin)
-    read = read_sources(sources, None)
+    read = read_sources(sources, prefilter_keywords(lib), keep_all=True)
     events, _topology = resolve(match_lines(read.lines, lib, keep_unmatched=True).events)
     return events.sort("source", "line")
 
@@ -83,7 +85,9 @@ def _names(inputs: PathLike | Sequence[PathLike]) -> tuple[str, ...]:
     return (str(inputs),) if isinstance(inputs, str | Path) else tuple(str(i) for i in inputs)
 
 
-def _sources(inputs: PathLike | Sequence[PathLike], stdin: bytes | None) -> tuple[list[Source], list[Skipped]]:
+def _sources(
+    inputs: PathLike | Sequence[PathLike], stdin: bytes | None
+) -> tuple[list[Source], list[Skipped]]:
     """Pasted text (a string with a newline) becomes one source; anything else is expanded as paths."""
     if isinstance(inputs, str) and "\n" in inputs:
         return [Source(name=PASTE_NAME, data=inputs.encode("utf-8", "surrogatepass"))], []
@@ -91,14 +95,18 @@ def _sources(inputs: PathLike | Sequence[PathLike], stdin: bytes | None) -> tupl
     return expand_inputs(items, stdin=stdin)
 
 
-def _coverage(read: ReadResult, matched: MatchResult, events: pl.DataFrame, skipped: list[Skipped]) -> Coverage:
+def _coverage(
+    read: ReadResult, matched: MatchResult, events: pl.DataFrame, skipped: list[Skipped]
+) -> Coverage:
     all_skipped = list(skipped)
     for st in read.stats:
         all_skipped.extend(st.skipped)
     lines_total = sum(st.lines for st in read.stats)
     matched_lines = events.select("source", "line").unique().height if events.height else 0
     unattributed = (
-        events.filter(pl.col("rank").is_null()).select("source", "line").unique().height if events.height else 0
+        events.filter(pl.col("rank").is_null()).select("source", "line").unique().height
+        if events.height
+        else 0
     )
     notes = []
     if matched.overflow_fields:

@@ -9,13 +9,17 @@ Everything else is only counted.
 from __future__ import annotations
 
 import contextlib
+import functools
 import gzip
 import io
+import itertools
 import zlib
 from collections.abc import Callable, Iterator, Sequence
+from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 
 import polars as pl
+import regex
 
 from nccllog.ingest.sources import Source
 from nccllog.model import Skipped
@@ -29,7 +33,12 @@ DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3
 _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 
-CANDIDATE_SCHEMA = {"source": pl.String, "line": pl.Int64, "text": pl.String}
+BATCH_BYTES = 64 * 1024 * 1024
+PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
+CANDIDATE_SCHEMA = {"source": pl.String, "line": pl.Int64, "text": pl.String, "kw": pl.List(pl.String)}
+CANDIDATE_COLUMNS = list(CANDIDATE_SCHEMA)
+# Bytes that make a file look like text; a first chunk with more than 30% others is binary.
+_TEXT_BYTES = bytes(range(0x20, 0x100)) + b"\t\n\r\x0c\x1b"
 
 
 @dataclass
@@ -56,32 +65,61 @@ class ReadResult:
 
 def read_sources(
     sources: Sequence[Source],
-    keywords: Sequence[str] | None,
+    keywords: Sequence[str],
     *,
+    keep_all: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReadResult:
     """Read every source and keep the lines that contain any keyword, plus each file's last lines.
 
-    ``keywords=None`` keeps every line (for per-line attribution listings, not for analysis).
+    The result has the columns source, line, text and kw (the keywords found in the line).
+    ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
+    Small files are read whole and processed many at a time, so that the per-query cost of
+    polars is paid per batch, not per file; large files are read in bounded chunks.
     """
+    kw = list(keywords)
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
-    kw = None if keywords is None else list(keywords)
+    batch = _Batch(kw, keep_all)
     on_bytes = _progress_counter(sources, progress) if progress is not None else None
-    for src in sources:
-        st = FileStats(source=src.name, on_bytes=on_bytes)
-        frames.extend(_read_one(src, kw, st, max_decompressed))
-        stats.append(st)
+    # While polars splits and filters one batch (without the GIL), this thread reads the next.
+    with ThreadPoolExecutor(max_workers=1) as pool:
+        pending: list[Future[list[pl.DataFrame]]] = []
+        for src in sources:
+            st = FileStats(source=src.name, on_bytes=on_bytes)
+            stats.append(st)
+            blocks = _blocks(src, st, max_decompressed)
+            first = next(blocks, None)
+            if first is None:
+                continue
+            second = next(blocks, None)
+            if second is None:
+                data = _first_chunk(first, st)
+                if data is not None:
+                    st.bytes = len(first)
+                    batch.add(src.name, data, st)
+                    if batch.size >= BATCH_BYTES:
+                        if len(pending) >= 2:  # bound the memory held by batches in flight
+                            frames.extend(pending.pop(0).result())
+                        pending.append(pool.submit(batch.flush))
+                        batch = _Batch(kw, keep_all)
+            else:
+                frames.extend(_read_chunked(src, itertools.chain((first, second), blocks), kw, keep_all, st))
+        pending.append(pool.submit(batch.flush))
+        for fut in pending:
+            frames.extend(fut.result())
     if frames:
-        lines = pl.concat(frames, how="vertical")
+        lines = pl.concat(frames, how="vertical").sort("source", "line", maintain_order=True)
     else:
         lines = pl.DataFrame(schema=CANDIDATE_SCHEMA)
     return ReadResult(lines=lines, stats=tuple(stats))
 
 
-def _progress_counter(sources: Sequence[Source], progress: Callable[[int, int], None]) -> Callable[[int], None]:
+def _progress_counter(
+    sources: Sequence[Source], progress: Callable[[int, int], None]
+) -> Callable[[int], None]:
     total = 0
     for src in sources:
         if src.data is not None:
@@ -99,48 +137,119 @@ def _progress_counter(sources: Sequence[Source], progress: Callable[[int, int], 
     return on_bytes
 
 
-def _read_one(src: Source, keywords: list[str] | None, st: FileStats, max_decompressed: int) -> list[pl.DataFrame]:
+class _Batch:
+    """Whole small files waiting to be split and filtered together in one polars pass."""
+
+    def __init__(self, keywords: list[str], keep_all: bool) -> None:
+        self.keywords = keywords
+        self.keep_all = keep_all
+        self.names: list[str] = []
+        self.parts: list[bytes] = []
+        self.stats: list[FileStats] = []
+        self.size = 0
+
+    def add(self, name: str, data: bytes, st: FileStats) -> None:
+        if not data.endswith(b"\n"):
+            data += b"\n"
+        _count_replacements(data, st)
+        st.lines = data.count(b"\n")
+        self.names.append(name)
+        self.parts.append(data)
+        self.stats.append(st)
+        self.size += len(data)
+
+    def flush(self) -> list[pl.DataFrame]:
+        if not self.parts:
+            return []
+        counts = [st.lines for st in self.stats]
+        df = _split_lines(b"".join(self.parts))
+        if df.height != sum(counts):
+            # The fast splitter disagreed with the newline count (should not happen); split file by file.
+            df = pl.concat([_split_lines(p) for p in self.parts])
+        files = pl.DataFrame(
+            {"fid": range(len(counts)), "n": counts}, schema={"fid": pl.Int64, "n": pl.Int64}
+        )
+        per_line = files.select(
+            pl.col("fid").repeat_by("n").explode(),
+            pl.int_ranges(1, pl.col("n") + 1, dtype=pl.Int64).explode().alias("line"),
+            pl.col("n").repeat_by("n").explode(),
+        )
+        df = pl.concat([df, per_line], how="horizontal")
+        out = _filter(df, self.keywords, self.keep_all, tail_from=pl.col("n") - TAIL_LINES)
+        self._count_truncated(df)
+        names = pl.Series("names", self.names, dtype=pl.String)
+        out = out.with_columns(pl.lit(names).gather(pl.col("fid")).alias("source"))
+        return [out.select(CANDIDATE_COLUMNS)]
+
+    def _count_truncated(self, df: pl.DataFrame) -> None:
+        long = df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES)
+        for fid in long["fid"].to_list():
+            self.stats[fid].truncated_lines += 1
+
+
+def _filter(df: pl.DataFrame, keywords: list[str], keep_all: bool, tail_from: pl.Expr) -> pl.DataFrame:
+    """Keep keyword lines (and the tail lines); add the ``kw`` list column; cap line length.
+
+    The test runs as one literal alternation through polars' regex engine (faster here than
+    its Aho-Corasick ``contains_any``), over slices evaluated in parallel; the exact keywords
+    of each kept line are then extracted from the few survivors only.
+    """
+    if not keep_all:
+        if keywords:
+            hit = pl.col("text").str.contains(_alternation(tuple(keywords)))
+            keep = hit | (pl.col("line") > tail_from)
+        else:
+            keep = pl.col("line") > tail_from
+        step = max(df.height // PARALLEL_SLICES + 1, 1)
+        parts = [df.slice(i, step).lazy().filter(keep) for i in range(0, df.height, step)]
+        df = pl.concat(pl.collect_all(parts)) if parts else df.clear()
+    kw = (
+        pl.col("text").str.extract_many(keywords, overlapping=True)
+        if keywords
+        else pl.lit([], dtype=pl.List(pl.String))
+    )
+    return df.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES), kw.alias("kw"))
+
+
+@functools.lru_cache(maxsize=8)
+def _alternation(keywords: tuple[str, ...]) -> str:
+    """A regex matching any of the literal keywords (escaped for polars' Rust regex syntax)."""
+    return "|".join(regex.sub(r"([\\.+*?()|\[\]{}^$])", r"\\\1", k) for k in keywords)
+
+
+def _read_chunked(
+    src: Source, blocks: Iterator[bytes], keywords: list[str], keep_all: bool, st: FileStats
+) -> list[pl.DataFrame]:
+    """A large file, chunk by chunk: memory stays bounded by the chunk size."""
     frames: list[pl.DataFrame] = []
     tail: pl.DataFrame | None = None
     line_no = 0
     first = True
-    for chunk in _chunks(src, st, max_decompressed):
+    for chunk in _chunks(blocks, st):
         if first:
             first = False
-            chunk = _first_chunk(chunk, st)
-            if chunk is None:
+            checked = _first_chunk(chunk, st)
+            if checked is None:
                 return []
-        df = _split_lines(chunk, st)
+            chunk = checked
+        _count_replacements(chunk, st)
+        df = _split_lines(chunk)
         n = df.height
-        if n == 0:
-            continue
-        df = df.with_columns(
-            pl.lit(src.name).alias("source"),
-            pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64).alias("line"),
-            pl.col("text").fill_null(""),
-        ).select("source", "line", "text")
-        long = df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES)
-        if long.height:
-            st.truncated_lines += long.height
-            df = df.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES))
-        if keywords is None:
-            hits = df
-        elif keywords:
-            hits = df.filter(pl.col("text").str.contains_any(keywords))
-        else:
-            hits = df.clear()
+        df = df.with_columns(pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64).alias("line"))
+        st.truncated_lines += df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES).height
+        hits = _filter(df, keywords, keep_all, tail_from=pl.lit(line_no + n))
         if hits.height:
             frames.append(hits)
-        tail = df.tail(TAIL_LINES)
+        tail = _filter(df.tail(TAIL_LINES), keywords, True, pl.lit(0))
         line_no += n
     st.lines = line_no
-    if tail is not None and tail.height:
+    if tail is not None and not keep_all:
         frames.append(tail)
     if not frames:
         return []
     # A tail line may also be a keyword hit: keep one copy, in file order.
-    out = pl.concat(frames).unique(subset=["line"], keep="first", maintain_order=True)
-    return [out.sort("line")]
+    out = pl.concat(frames).unique(subset=["line"], keep="first").sort("line")
+    return [out.with_columns(pl.lit(src.name).alias("source")).select(CANDIDATE_COLUMNS)]
 
 
 def _first_chunk(chunk: bytes, st: FileStats) -> bytes | None:
@@ -162,30 +271,33 @@ def _first_chunk(chunk: bytes, st: FileStats) -> bytes | None:
                 return chunk.decode("utf-16-le").encode("utf-8")
             except UnicodeDecodeError:
                 pass
-        text_like = sum(1 for b in head if b >= 0x20 or b in (9, 10, 13))
-        if text_like < len(head) * 0.7:
+        if len(head.translate(None, _TEXT_BYTES)) > len(head) * 0.3:
             st.skipped.append(Skipped(source=st.source, reason="binary file (not text)"))
             return None
     return chunk
 
 
-def _split_lines(chunk: bytes, st: FileStats) -> pl.DataFrame:
-    """One row per physical line of ``chunk`` (which ends at a line boundary), text decoded lossily."""
+def _count_replacements(data: bytes, st: FileStats) -> None:
+    """Count the characters that lossy UTF-8 decoding will replace (U+FFFD already in the text excluded)."""
+    if data.isascii():  # most logs; checked far faster than a decode
+        return
     try:
-        chunk.decode("utf-8")
+        data.decode("utf-8")
     except UnicodeDecodeError:
-        decoded = chunk.decode("utf-8", "replace")
-        st.decode_replacements += decoded.count("\ufffd") - chunk.count(_REPLACEMENT_UTF8)
-    if chunk.endswith(b"\n"):
-        chunk = chunk[:-1]
-        if not chunk:
-            return pl.DataFrame({"text": [""]})
+        decoded = data.decode("utf-8", "replace")
+        st.decode_replacements += decoded.count("\ufffd") - data.count(_REPLACEMENT_UTF8)
+
+
+def _split_lines(chunk: bytes) -> pl.DataFrame:
+    """One row per physical line of ``chunk`` (which ends with a newline), decoded lossily."""
+    if chunk == b"\n":
+        return pl.DataFrame({"text": [""]})
     sep = next((s for s in _SEPARATORS if s not in chunk), None)
     if sep is None:
         text = chunk.decode("utf-8", "replace")
-        return pl.DataFrame({"text": [ln.removesuffix("\r") for ln in text.split("\n")]})
+        return pl.DataFrame({"text": [ln.removesuffix("\r") for ln in text.split("\n")[:-1]]})
     return pl.read_csv(
-        io.BytesIO(chunk + b"\n"),
+        io.BytesIO(chunk),
         has_header=False,
         separator=sep.decode(),
         quote_char=None,
@@ -194,14 +306,14 @@ def _split_lines(chunk: bytes, st: FileStats) -> pl.DataFrame:
         encoding="utf8-lossy",
         infer_schema=False,
         raise_if_empty=False,
-    )
+    ).with_columns(pl.col("text").fill_null(""))
 
 
-def _chunks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
+def _chunks(blocks: Iterator[bytes], st: FileStats) -> Iterator[bytes]:
     """Yield chunks ending at a newline; lines longer than a chunk are cut and counted."""
     pending = b""
     dropping = False  # inside the remainder of an over-long line
-    for block in _blocks(src, st, max_decompressed):
+    for block in blocks:
         st.bytes += len(block)
         if dropping:
             nl = block.find(b"\n")
@@ -222,7 +334,7 @@ def _chunks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
         yield data[: cut + 1]
         pending = data[cut + 1 :]
     if pending:
-        yield pending
+        yield pending + b"\n"
 
 
 def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
@@ -243,7 +355,9 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
             try:
                 block = raw.read(CHUNK_BYTES)
             except OSError as exc:
-                st.skipped.append(Skipped(source=src.name, reason=f"read error after {st.bytes} bytes: {exc}"))
+                st.skipped.append(
+                    Skipped(source=src.name, reason=f"read error after {st.bytes} bytes: {exc}")
+                )
                 return
             if not block:
                 return
@@ -264,7 +378,10 @@ def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed
         except (EOFError, OSError, zlib.error) as exc:
             what = "truncated" if isinstance(exc, EOFError) else "corrupt"
             st.skipped.append(
-                Skipped(source=src.name, reason=f"{what} gzip data after {total} decompressed bytes; the rest is unread")
+                Skipped(
+                    source=src.name,
+                    reason=f"{what} gzip data after {total} decompressed bytes; the rest is unread",
+                )
             )
             return
         if not block:

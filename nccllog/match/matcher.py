@@ -89,21 +89,16 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
     gives per-line attribution listings.
     """
     schema = events_schema(library)
-    columns: dict[str, list[Any]] = {name: [] for name in schema}
-    field_names = list(library.field_types)
+    rows = _EventBuilder(schema)
     templates: Counter[str] = Counter()
     template_example: dict[str, str] = {}
     overflow = 0
     if lines.height == 0:
         return MatchResult(pl.DataFrame(schema=schema), (), 0)
-    hits = lines.select(
-        "source",
-        "line",
-        "text",
-        pl.col("text").str.extract_many(list(library.keywords), overlapping=True).alias("kw")
-        if library.keywords
-        else pl.lit([], dtype=pl.List(pl.String)).alias("kw"),
-    )
+    if "kw" not in lines.columns:
+        kw_expr = pl.col("text").str.extract_many(list(library.keywords), overlapping=True)
+        lines = lines.with_columns(kw_expr.alias("kw"))
+    hits = lines.select("source", "line", "text", "kw")
     alert = list(ALERT_WORDS)
     file_cache: dict[str, FileAttrs] = {}
     for source, line_no, text, kws in hits.iter_rows():
@@ -128,11 +123,11 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
                     matched = True
                     values, lost = _typed_fields(pat, m)
                     overflow += lost
-                    _append(columns, field_names, source, line_no, segment, attrs, fa, pat, values)
+                    rows.add(source, line_no, segment, attrs, fa, pat, values)
             if not matched and keep_unmatched:
                 if attrs is None:
                     attrs = parse_line(segment)
-                _append(columns, field_names, source, line_no, segment, attrs, fa, None, {})
+                rows.add(source, line_no, segment, attrs, fa, None, {})
             if not matched and any(w in segment for w in alert):
                 if attrs is None:
                     attrs = parse_line(segment)
@@ -140,7 +135,7 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
                 if tpl:
                     templates[tpl] += 1
                     template_example.setdefault(tpl, f"{source}:{line_no}")
-    events = pl.DataFrame(columns, schema=schema)
+    events = rows.frame()
     ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
     return MatchResult(
         events=events,
@@ -163,7 +158,9 @@ def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -
     for k in kws or ():
         idx.update(library.keyword_patterns.get(k, ()))
     # The keywords were found in the whole physical line; a CR segment may lack them.
-    return [library.patterns[i] for i in sorted(idx) if any(k in segment for k in library.patterns[i].keywords)]
+    return [
+        library.patterns[i] for i in sorted(idx) if any(k in segment for k in library.patterns[i].keywords)
+    ]
 
 
 def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
@@ -193,54 +190,79 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
     return values, lost
 
 
-def _append(
-    columns: dict[str, list[Any]],
-    field_names: list[str],
-    source: str,
-    line_no: int,
-    text: str,
-    a: LineAttrs,
-    fa: FileAttrs,
-    pat: Pattern | None,
-    values: Mapping[str, Any],
-) -> None:
-    when = None
-    year_known = None
-    if a.time is not None:
-        year_known = a.time.year is not None
-        # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
-        # rank resolution infers the real one from the rest of the logs.
-        when = a.time.complete(2000)
-    row: dict[str, Any] = {
-        "source": source,
-        "line": line_no,
-        "text": text[:MAX_TEXT],
-        "message": a.message[:MAX_TEXT],
-        "pattern": pat.id if pat else None,
-        "signal": pat.signal if pat else None,
-        "category": pat.category if pat else None,
-        "severity": pat.severity if pat else None,
-        "rank": a.rank,
-        "local_rank": a.local_rank,
-        "pg": a.pg,
-        "pg_rank": a.pg_rank,
-        "host": a.host,
-        "pid": a.pid,
-        "time": when,
-        "repeat": a.repeat,
-        "attribution": None,
-        "_srun_task": a.srun_task,
-        "_ip": a.ip,
-        "_ray_actor": a.ray_actor,
-        "_nccl_dev": a.nccl_dev,
-        "_year_known": year_known,
-        "_file_rank": fa.rank,
-        "_file_local_rank": fa.local_rank,
-        "_file_host": fa.host,
-        "_file_pid": fa.pid,
-        "_file_evidence": fa.evidence or None,
-    }
-    for name in field_names:
-        row[name] = values.get(name)
-    for name, col in columns.items():
-        col.append(row[name])
+class _EventBuilder:
+    """Collects event rows column by column; pattern fields are stored sparsely (most are null)."""
+
+    _BASE = (*EVENT_BASE_COLUMNS, *INTERNAL_SCHEMA)
+
+    def __init__(self, schema: dict[str, Any]) -> None:
+        self.schema = schema
+        self.columns: dict[str, list[Any]] = {name: [] for name in self._BASE}
+        self.fields: dict[str, list[tuple[int, Any]]] = {}
+        self.n = 0
+
+    def add(
+        self,
+        source: str,
+        line_no: int,
+        text: str,
+        a: LineAttrs,
+        fa: FileAttrs,
+        pat: Pattern | None,
+        values: Mapping[str, Any],
+    ) -> None:
+        when = None
+        year_known = None
+        if a.time is not None:
+            year_known = a.time.year is not None
+            # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
+            # rank resolution infers the real one from the rest of the logs.
+            when = a.time.complete(2000)
+        values_in_order = (
+            source,
+            line_no,
+            text[:MAX_TEXT],
+            a.message[:MAX_TEXT],
+            pat.id if pat else None,
+            pat.signal if pat else None,
+            pat.category if pat else None,
+            pat.severity if pat else None,
+            a.rank,
+            a.local_rank,
+            a.pg,
+            a.pg_rank,
+            a.host,
+            a.pid,
+            when,
+            a.repeat,
+            None,
+            a.srun_task,
+            a.ip,
+            a.ray_actor,
+            a.nccl_dev,
+            year_known,
+            fa.rank,
+            fa.local_rank,
+            fa.host,
+            fa.pid,
+            fa.evidence or None,
+        )
+        for col, value in zip(self.columns.values(), values_in_order, strict=True):
+            col.append(value)
+        for name, value in values.items():
+            if value is not None:
+                self.fields.setdefault(name, []).append((self.n, value))
+        self.n += 1
+
+    def frame(self) -> pl.DataFrame:
+        """The events table with the full schema (every field column present)."""
+        data: dict[str, list[Any]] = {}
+        for name in self.schema:
+            if name in self.columns:
+                data[name] = self.columns[name]
+            else:
+                col: list[Any] = [None] * self.n
+                for i, value in self.fields.get(name, ()):
+                    col[i] = value
+                data[name] = col
+        return pl.DataFrame(data, schema=self.schema)
