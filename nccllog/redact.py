@@ -28,16 +28,14 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.model import Incident
+from nccllog.model import Finding, Incident
 
 KINDS = ("host", "ip", "user", "email", "secret")
 ALIAS_RE = re.compile(r"(?:host|ip|user|email|secret)-\d+")
 _ALIAS_FULL = re.compile(rf"^{ALIAS_RE.pattern}$")
 
 # Fields and event columns that hold vocabulary (ids, enums), never log-derived text.
-_SKIP_FIELDS = frozenset(
-    {"pattern", "category", "severity", "confidence", "signal", "attribution", "schema_version"}
-)
+_SKIP_FIELDS = frozenset({"pattern", "category", "severity", "confidence", "signal", "schema_version"})
 
 # Public sites that logs link to (documentation, issue trackers); they identify nobody.
 _PUBLIC_DOMAINS = (
@@ -101,10 +99,14 @@ _HOST_CONTEXTS = (
     re.compile(r"\b(?:on|at) (?:host|node) ([A-Za-z][\w-]*(?:\.[\w-]+)*)"),
 )
 # Fully qualified names whose last label says "host" (a file name like torch.distributed.py does not).
+_TLDS = (
+    "local", "internal", "lan", "intranet", "corp", "cluster", "cloud", "compute", "ec2",
+    "com", "net", "org", "edu", "gov", "io", "ai", "dev", "cn", "de", "uk", "fr", "jp", "us", "ca",
+)  # fmt: skip
 _FQDN = re.compile(
-    r"(?<![\w.-])([A-Za-z0-9][\w-]*(?:\.[A-Za-z0-9][\w-]*)*\."
-    r"(?:local|internal|lan|intranet|corp|cluster|cloud|compute|ec2|com|net|org|edu|gov|io|ai|dev|cn|de|uk|fr|jp|us|ca))"
-    r"(?![\w-]|\.[A-Za-z])"
+    r"(?<![\w.-])([A-Za-z0-9][\w-]*(?:\.[A-Za-z0-9][\w-]*)*\.(?:"
+    + "|".join(_TLDS)
+    + r"))(?![\w-]|\.[A-Za-z])"
 )
 _SECRET_PREFIXED = re.compile(
     r"(?<![\w-])(?:hf_[A-Za-z0-9]{20,}|gh[pousr]_[A-Za-z0-9]{20,}|github_pat_\w{20,}|sk-(?:proj-|ant-)?[A-Za-z0-9_-]{20,}|"
@@ -142,36 +144,56 @@ def _random_looking(token: str) -> bool:
     )
 
 
+_SECRET_PREFIXES = ("hf_", "gh", "github_pat_", "sk-", "xox", "AKIA", "ASIA", "AIza", "glpat-", "eyJ")
+_SECRET_WORDS = ("key", "secret", "token", "passw", "pwd", "credential")
+_HOME_HINTS = ("/home", "/Users", "/users", "/u/", "/scratch", "\\Users")
+_FQDN_HINTS = tuple("." + tld for tld in _TLDS)
+_HOST_WORDS = ("host", "node", "master_addr", "slurm")
+
+
 def detect(text: str) -> list[tuple[str, str]]:
-    """Every sensitive value in ``text`` as ``(kind, value)``, in order of appearance per kind."""
+    """Every sensitive value in ``text`` as ``(kind, value)``, in order of appearance per kind.
+
+    Each detector runs only when a cheap substring test says it can match (most log lines hold
+    nothing sensitive, and there can be millions of them)."""
     found: list[tuple[str, str]] = []
-    for m in _EMAIL.finditer(text):
-        found.append(("email", m.group(0)))
-    for rx in (_SECRET_PREFIXED,):
-        found.extend(("secret", m.group(0)) for m in rx.finditer(text))
-    for rx in (_SECRET_KV, _SECRET_BEARER):
+    low = text.lower()
+    if "@" in text:
+        found.extend(("email", m.group(0)) for m in _EMAIL.finditer(text))
+    if any(p in text for p in _SECRET_PREFIXES):
+        found.extend(("secret", m.group(0)) for m in _SECRET_PREFIXED.finditer(text))
+    kv = any(w in low for w in _SECRET_WORDS)
+    bearer = "bearer" in low or "basic" in low
+    for rx in (_SECRET_KV,) * kv + (_SECRET_BEARER,) * bearer:
         for m in rx.finditer(text):
             value = m.group(1)
             if not _ALIAS_FULL.match(value) and not value.isdigit() and value.lower() not in _NOT_HOSTS:
                 found.append(("secret", value))
-    for m in _SECRET_GENERIC.finditer(text):
-        if _random_looking(m.group(1)):
-            found.append(("secret", m.group(1)))
-    for m in _IPV4.finditer(text):
-        if _valid_ip(m.group(0)):
-            found.append(("ip", m.group(0)))
-    if ":" in text:
-        for m in _IPV6.finditer(text):
-            if _ipv6_candidate(m.group(0)):
-                found.append(("ip", m.group(0)))
-    for rx in (_HOME, _USER_KV):
-        found.extend(("user", m.group(1)) for m in rx.finditer(text))
-    for m in _FQDN.finditer(text):
-        found.append(("host", m.group(1)))
-    for rx in _HOST_CONTEXTS:
-        for line in text.splitlines() if rx.pattern.startswith("^") else (text,):
-            for m in rx.finditer(line):
-                found.append(("host", m.group(1).rstrip(".")))
+    if len(text) >= 32:
+        for m in _SECRET_GENERIC.finditer(text):
+            if _random_looking(m.group(1)):
+                found.append(("secret", m.group(1)))
+    if "." in text:
+        found.extend(("ip", m.group(0)) for m in _IPV4.finditer(text) if _valid_ip(m.group(0)))
+    if "::" in text or text.count(":") >= 7:
+        found.extend(("ip", m.group(0)) for m in _IPV6.finditer(text) if _ipv6_candidate(m.group(0)))
+    if any(h in text for h in _HOME_HINTS):
+        found.extend(("user", m.group(1)) for m in _HOME.finditer(text))
+    if "user" in low or "logname" in low or "owner" in low:
+        found.extend(("user", m.group(1)) for m in _USER_KV.finditer(text))
+    if any(h in low for h in _FQDN_HINTS):
+        found.extend(("host", m.group(1)) for m in _FQDN.finditer(text))
+    hints = (
+        " [" in text,  # NCCL header
+        any(w in low for w in _HOST_WORDS),  # key = value
+        "srun:" in text,
+        "<" in text,  # peer name<port>
+        "@" in text,  # user@host
+        " host " in low or " node " in low,
+    )
+    for rx, hint in zip(_HOST_CONTEXTS, hints, strict=True):
+        if hint:
+            found.extend(("host", m.group(1).rstrip(".")) for m in rx.finditer(text))
     return found
 
 
@@ -183,11 +205,14 @@ class Redactor:
     _reserved: set[str] = field(default_factory=set)
     _rx: re.Pattern[str] | None = None
     _lookup: dict[str, str] = field(default_factory=dict)
+    _memo: dict[str, str] = field(default_factory=dict)
+    _seen: set[tuple[str, str]] = field(default_factory=set)
 
     # -- pass 1 ---------------------------------------------------------------------------------
     def add(self, kind: str, value: str | None) -> None:
-        if not value:
+        if not value or (kind, value) in self._seen:
             return
+        self._seen.add((kind, value))
         value = value.strip()
         if not value or len(value) > 255:
             return
@@ -226,6 +251,7 @@ class Redactor:
         if self._rx is not None:
             return
         self._lookup = {}
+        self._memo = {}
         for kind in KINDS:
             n = 0
             for value in self.originals[kind]:
@@ -256,8 +282,13 @@ class Redactor:
         self._finish()
         if not text or self._rx is None:
             return text
-        lookup = self._lookup
-        return self._rx.sub(lambda m: lookup[m.group(0)], text)
+        done = self._memo.get(text)
+        if done is None:
+            lookup = self._lookup
+            done = self._rx.sub(lambda m: lookup[m.group(0)], text)
+            if len(self._memo) < 1_000_000:
+                self._memo[text] = done
+        return done
 
 
 def _alternation(values: dict[str, str]) -> re.Pattern[str] | None:
@@ -293,13 +324,15 @@ def _walk(obj: Any, fn: Callable[[str], str], name: str = "") -> Any:
     """A copy of ``obj`` with every string passed through ``fn`` (dataclasses, tuples, lists, dicts)."""
     if isinstance(obj, str):
         return obj if name in _SKIP_FIELDS else fn(obj)
-    if isinstance(obj, pl.DataFrame):
-        return _walk_frame(obj, fn)
-    if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-        changes = {f.name: _walk(getattr(obj, f.name), fn, f.name) for f in dataclasses.fields(obj)}
-        return dataclasses.replace(obj, **changes)
+    if obj is None or isinstance(obj, int | float):
+        return obj
     if isinstance(obj, tuple):
         return tuple(_walk(x, fn, name) for x in obj)
+    if hasattr(obj, "__dataclass_fields__") and not isinstance(obj, type):
+        changes = {f: _walk(getattr(obj, f), fn, f) for f in obj.__dataclass_fields__}
+        return dataclasses.replace(obj, **changes)
+    if isinstance(obj, pl.DataFrame):
+        return _walk_frame(obj, fn)
     if isinstance(obj, list):
         return [_walk(x, fn, name) for x in obj]
     if isinstance(obj, dict):
@@ -335,25 +368,26 @@ def _collect_hosts(incident: Incident, r: Redactor) -> None:
         for h in ev.get_column("host").drop_nulls().unique().sort().to_list():
             r.add("host", h)
 
-    def visit(obj: Any, name: str = "") -> None:
-        if isinstance(obj, str):
-            if name.endswith("host") or name in ("culprit_hosts", "hosts"):
-                r.add("host", obj)
-            return
-        if dataclasses.is_dataclass(obj) and not isinstance(obj, type):
-            for f in dataclasses.fields(obj):
-                if f.name != "events":
-                    visit(getattr(obj, f.name), f.name)
-        elif isinstance(obj, tuple | list):
-            for x in obj:
-                visit(x, name)
-        elif isinstance(obj, dict):
-            for k, v in obj.items():
-                if name == "host_offsets" and isinstance(k, str):
-                    r.add("host", k)
-                visit(v, k if isinstance(k, str) else name)
+    def add_finding(f: Finding | None) -> None:
+        if f is not None:
+            r.add("host", f.host)
+            for key, value in sorted(f.fields.items()):
+                if key.endswith("host") and isinstance(value, str):
+                    r.add("host", value)
 
-    visit(incident)
+    for h in (incident.verdict, *incident.hypotheses):
+        for x in h.culprit_hosts:
+            r.add("host", x)
+        for e in h.evidence:
+            r.add("host", e.host)
+    for info in incident.ranks:
+        add_finding(info.first_error)
+    for f in incident.findings:
+        add_finding(f)
+    for t in incident.timeline:
+        r.add("host", t.host)
+    for x in incident.host_offsets:
+        r.add("host", x)
     for col in ev.columns if ev.height else ():
         if col.endswith("host") and col != "host" and ev.schema[col] == pl.String:
             for h in ev.get_column(col).drop_nulls().unique().sort().to_list():
