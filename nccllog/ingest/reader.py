@@ -17,6 +17,7 @@ import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from typing import Any
 
 import polars as pl
 import regex
@@ -35,7 +36,7 @@ _REPLACEMENT_UTF8 = "\ufffd".encode()
 
 BATCH_BYTES = 64 * 1024 * 1024
 PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
-CANDIDATE_SCHEMA = {"source": pl.String, "line": pl.Int64, "text": pl.String, "kw": pl.List(pl.String)}
+CANDIDATE_SCHEMA: dict[str, Any] = {"source": pl.String, "line": pl.Int64, "text": pl.String, "kw": pl.List(pl.String)}
 CANDIDATE_COLUMNS = list(CANDIDATE_SCHEMA)
 # Bytes that make a file look like text; a first chunk with more than 30% others is binary.
 _TEXT_BYTES = bytes(range(0x20, 0x100)) + b"\t\n\r\x0c\x1b"
@@ -339,7 +340,7 @@ def _chunks(blocks: Iterator[bytes], st: FileStats) -> Iterator[bytes]:
 
 def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
     if src.data is not None:
-        raw: io.BufferedIOBase = io.BytesIO(src.data)  # type: ignore[assignment]
+        raw: io.BufferedIOBase = io.BytesIO(src.data)
     else:
         assert src.path is not None
         try:

@@ -147,23 +147,23 @@ def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True)
     field_types: dict[str, str] = {}
     field_owner: dict[str, str] = {}
     seen: dict[str, str] = {}
-    for p in patterns:
-        if p.id in seen:
-            problems.append(f"{p.path}: duplicate id {p.id!r} (also in {seen[p.id]})")
-        seen[p.id] = p.path
-        for name, typ in p.fields.items():
+    for pat in patterns:
+        if pat.id in seen:
+            problems.append(f"{pat.path}: duplicate id {pat.id!r} (also in {seen[pat.id]})")
+        seen[pat.id] = pat.path
+        for name, typ in pat.fields.items():
             if name in field_types and field_types[name] != typ:
                 problems.append(
-                    f"{p.path}: field {name!r} is {typ} here but {field_types[name]} in {field_owner[name]}"
+                    f"{pat.path}: field {name!r} is {typ} here but {field_types[name]} in {field_owner[name]}"
                 )
             field_types.setdefault(name, typ)
-            field_owner.setdefault(name, p.path)
+            field_owner.setdefault(name, pat.path)
     if problems:
         raise LibraryError(problems)
-    patterns.sort(key=lambda p: p.id)
+    patterns.sort(key=lambda pat: pat.id)
     index: dict[str, list[int]] = {}
-    for i, p in enumerate(patterns):
-        for k in p.keywords:
+    for i, pat in enumerate(patterns):
+        for k in pat.keywords:
             index.setdefault(k, []).append(i)
     return Library(
         patterns=tuple(patterns),
@@ -218,9 +218,7 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         return None
     groups = set(rx.groupindex)
     if groups != set(fields):
-        problems.append(
-            f"{where}: regex groups {sorted(groups)} differ from [fields] {sorted(fields)}"
-        )
+        problems.append(f"{where}: regex groups {sorted(groups)} differ from [fields] {sorted(fields)}")
     examples = []
     for ex in data.get("examples", []):
         if not isinstance(ex, dict) or not isinstance(ex.get("line"), str):
