@@ -98,7 +98,7 @@ def run_case(cache: Path, case: str, failure: str, seed: int, keywords: Path) ->
     _baseline(tree, keywords, gz)
     name, base_s = _baseline(tree, keywords, gz)
     out = cache / "report.json"
-    cmd = [sys.executable, "-m", "nccllog", "analyze", str(tree), "--format", "json", "-o", str(out)]
+    cmd = [sys.executable, "-m", "nccllog", "analyze", str(tree), "--format", "json", "-o", str(out), "--quiet"]
     secs, rss, proc = _measured(cmd, str(Path(__file__).resolve().parent.parent), cache)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"nccllog failed on {case}: {proc.stderr.decode(errors='replace')[-2000:]}")
