@@ -34,8 +34,8 @@ says so. dmesg uptime seconds are not placed on the wall clock.
 
 from __future__ import annotations
 
+from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from collections.abc import Iterable
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -576,12 +576,15 @@ class _Resolver:
             by_src[self.source[i]].append(i)
         for idx in by_src.values():
             idx.sort(key=lambda j: self.line[j])
+            lines = [self.line[j] for j in idx]
             for j in idx:
                 if self.signal[j] != "root_cause" or self.t_rank[j] is None:
                     continue
                 r, lr = self.t_rank[j], self.t_local[j]
                 host = pid = None
-                for o in idx:
+                lo = bisect_left(lines, self.line[j] - 3)
+                hi = bisect_right(lines, self.line[j] + 3)
+                for o in idx[lo:hi]:
                     d = self.line[o] - self.line[j]
                     if self.t_host[o] is not None and -3 <= d < 0 and self.signal[o] == "root_cause":
                         host = self._host_of(self.t_host[o])
@@ -1074,20 +1077,23 @@ class _Resolver:
             h = self.out_host[i]
             if h:
                 by_host[h].append(self.time[i])
-        allk = [self.time[i] for i in known]
+        # one reference time (the median) per file, per host and for the data set
+        src_ref = {k: _median(v) for k, v in by_src.items()}
+        host_ref = {k: _median(v) for k, v in by_host.items()}
+        all_ref = _median([self.time[i] for i in known]) if known else None
         missing = 0
         for i in unknown:
             t: datetime = self.time[i]
-            refs = by_src.get(self.source[i])
+            ref = src_ref.get(self.source[i])
             y: int | None = None
-            if refs:
-                y = _nearest_year(t, refs)
+            if ref is not None:
+                y = _nearest_year(t, ref)
             elif self.f_year[i] is not None:
                 y = self.f_year[i]
-            elif (oh := self.out_host[i]) and by_host.get(oh):
-                y = _nearest_year(t, by_host[oh])
-            elif allk:
-                y = _nearest_year(t, allk)
+            elif (oh := self.out_host[i]) and oh in host_ref:
+                y = _nearest_year(t, host_ref[oh])
+            elif all_ref is not None:
+                y = _nearest_year(t, all_ref)
             new = _with_year(t, y) if y is not None else None
             if new is None:
                 missing += 1
@@ -1157,12 +1163,12 @@ def _with_year(t: datetime, year: int) -> datetime | None:
         return None
 
 
-def _nearest_year(t: datetime, refs: Iterable[datetime]) -> int | None:
-    """The year that puts ``t`` (a placeholder-year time) nearest the median reference time."""
-    rs = sorted(refs)
-    if not rs:
-        return None
-    ref = rs[len(rs) // 2]
+def _median(values: list[datetime]) -> datetime:
+    return sorted(values)[len(values) // 2]
+
+
+def _nearest_year(t: datetime, ref: datetime) -> int | None:
+    """The year that puts ``t`` (a placeholder-year time) nearest the reference time."""
     best: tuple[float, int] | None = None
     for y in (ref.year - 1, ref.year, ref.year + 1):
         cand = _with_year(t, y)
