@@ -23,8 +23,22 @@ recorded in the attribution text):
 6. a Slurm task id, only when tasks are ranks (every task with rank evidence shows exactly
    its own id as the rank; a task with several ranks, several pids or tee prefixes makes tasks
    nodes, which then give host evidence instead);
-7. a process-group rank of the default group (``[PG 0 (default_pg) Rank 3]``, pg GUID ``0``);
-   the unnamed WorkNCCL ``[Rank r]`` only when the data set shows no group but the default one.
+7. a process-group rank of the default group (``[PG 0 (default_pg) Rank 3]``, pg GUID ``0``;
+   counted with 1), the unnamed WorkNCCL ``[Rank r]`` only when the data set shows no group but
+   the default one; finally the only rank seen on the line's host (not for kernel, Ray-system
+   or launcher lines, nor for a line whose own pid no evidence names).
+
+Also: a process driving several GPUs (``ncclCommInitAll``, nccl-tests ``-g N``) maps ranks per
+``[dev]``; NCCL Trees/Ring/Channel lines give a process's rank when no init line does (only when
+no smaller communicator is seen); Ray Train's worker table, the nccl-tests device table and any
+line with ``target_rank`` + ``target_pid`` teach pids; a torchrun worker folder
+``attempt_N/<local>/`` is one process; the traceback torch.multiprocessing.spawn re-raises
+after ``-- Process N terminated with the following error:`` belongs to process N.
+
+``rank`` is always the rank of the process that *wrote* the line. A launcher or Ray line about
+one worker (``Sending process 48230 closing signal``, ``exits with return code``, ``Worker PID``)
+keeps ``rank`` null and gets ``target_rank`` from its ``target_pid`` / ``target_local_rank``;
+its attribution text says both.
 
 Missing years (c10/glog ``MMDD``, journald) come from other lines of the same file, then a date
 in the file's path, then lines of the same host, then the whole data set (the year that puts
