@@ -180,9 +180,12 @@ def hang(ctx: Context) -> list[Draft]:
         d = rule(ctx, main)
         if d is not None:
             drafts.append(d)
-    stragglers = [
-        d for d in (_silence(ctx, main), _enqueue_skew(ctx, main), _desync(ctx), _heartbeat(ctx)) if d
-    ]
+    silence = _silence(ctx, main)
+    stragglers = [d for d in (_enqueue_skew(ctx, main), _desync(ctx), _heartbeat(ctx)) if d]
+    if isinstance(silence, list):
+        drafts.extend(silence)
+    elif silence is not None:
+        stragglers.append(silence)
     merged = _merge(stragglers)
     for d in merged:
         drafts.extend(_config_or_straggler(ctx, main, d))
@@ -345,7 +348,7 @@ def _skew_rows(ctx: Context, pg: str, at: dict[int, tuple[int, str | None]]) -> 
     return _first(out, 6)
 
 
-def _silence(ctx: Context, a: Aligned) -> Draft | None:
+def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     """The ranks that did not time out with the others (or the lone rank that did)."""
     if not a.membership_known or not a.silent:
         return None
@@ -422,6 +425,29 @@ def _silence(ctx: Context, a: Aligned) -> Draft | None:
             "save/eval/logging code that calls a collective, or an early return on the other ranks."
         ]
         return d
+    if missing and size == 1 and not a.hidden and len(ctx.world) >= 3:
+        # A minority reported and the others left no log: they may be hung, slow, or done while the
+        # reporters ran a collective too many. Say so instead of guessing.
+        who = w.ranks_phrase(a.reporters, capital=True)
+        late = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        late.score = 0.25
+        late.summary = (
+            f"{w.ranks_phrase(silent, capital=True)} (no log) may never have reached {where}, "
+            f"where {who.lower()} waited {waited}."
+        )
+        late.rules_in.append(f"Only {who.lower()} reported {where}; the others left no log.")
+        extra = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
+        extra.score = 0.25
+        extra.summary = f"{who} may have run {where} as a collective the other ranks never issued."
+        extra.rules_in.append(f"{who} is the only rank that reported {where}.")
+        for d in (late, extra):
+            d.rules_out.append(
+                f"No log from {w.ranks_phrase(missing)}: hung peers, slow peers and an extra collective on "
+                f"{w.ranks_phrase(a.reporters)} look the same from here."
+            )
+            d.evidence = [evidence(r) for r in _timeout_rows(a)]
+            d.collect.extend(COLLECT_NEXT_TIME)
+        return [late, extra]
     if len(ctx.world) == 2 and len(silent) == 1:
         d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
         d.score = 0.65 if not missing else 0.45
@@ -499,24 +525,54 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
 
 
 def _desync(ctx: Context) -> Draft | None:
-    """The desync debug report names lagging ranks."""
+    """The desync debug report: who never joined, who joined and waits.
+
+    It reports from the waiting rank's view, so "did not join" can be a healthy majority that
+    simply never issued an extra collective the reporter ran: the minority side is the culprit.
+    """
     rows = ctx.ev.filter(
         (pl.col("signal") == "desync_report") & pl.col("lagging_ranks").is_not_null()
     ).to_dicts()
-    named: Counter[int] = Counter()
+    lagging: set[int] = set()
+    not_joined: set[int] = set()
+    joined: set[int] = set()
     for r in rows:
-        for x in int_list(r["lagging_ranks"]):
-            named[x] += 1
-    if not named:
+        ranks = set(int_list(r["lagging_ranks"]))
+        text = r["message"] or ""
+        if "lagging ranks" in text:
+            lagging |= ranks
+        elif "didn't join" in text or "did not join" in text:
+            not_joined |= ranks
+        elif "joined but" in text or " started " in f" {text} ":
+            joined |= ranks
+    if not lagging and not_joined and (not joined or len(not_joined) < len(joined)):
+        lagging = not_joined
+    if lagging:
+        ranks_l = sorted(lagging)
+        d = Draft(category="straggler_hang", culprits=tuple(ranks_l), kind="desync")
+        d.score = 0.8
+        d.summary = f"The desync report names {w.ranks_phrase(ranks_l)} as the lagging {'rank' if len(ranks_l) == 1 else 'ranks'}."
+        d.rules_in.append(
+            f"TORCH_NCCL_DESYNC_DEBUG's report (from {w.plural(len({r['rank'] for r in rows}), 'rank')}) names "
+            f"{w.ranks_phrase(ranks_l)} as the ones that never joined."
+        )
+    elif joined and not_joined and len(joined) < len(not_joined):
+        ranks_j = sorted(joined)
+        d = Draft(category="collective_mismatch", culprits=tuple(ranks_j), kind="lone_reporter")
+        d.score = 0.7
+        d.summary = (
+            f"{w.ranks_phrase(ranks_j, capital=True)} entered a collective that {w.ranks_phrase(not_joined)} never joined: "
+            f"{w.ranks_phrase(ranks_j)} issued one collective more than the others."
+        )
+        d.rules_in.append(
+            f"The desync report: {w.ranks_phrase(ranks_j)} joined, {w.ranks_phrase(not_joined)} finished the previous "
+            "collective and never joined this one. The side that did not join is the majority, so the odd one is the joiner."
+        )
+        d.rules_out.append(
+            f"The report calls {w.ranks_phrase(not_joined)} lagging, but a majority that finished cleanly is not a straggler."
+        )
+    else:
         return None
-    ranks = sorted(named)
-    d = Draft(category="straggler_hang", culprits=tuple(ranks), kind="desync")
-    d.score = 0.8
-    d.summary = f"The desync report names {w.ranks_phrase(ranks)} as the lagging {'rank' if len(ranks) == 1 else 'ranks'}."
-    d.rules_in.append(
-        f"TORCH_NCCL_DESYNC_DEBUG's report (from {len({r['rank'] for r in rows})} rank(s)) names {w.ranks_phrase(ranks)} "
-        "as the lagging ones."
-    )
     d.evidence = [evidence(r) for r in _first(rows, 4)]
     return d
 
@@ -524,7 +580,7 @@ def _desync(ctx: Context) -> Draft | None:
 def _heartbeat(ctx: Context) -> Draft | None:
     """Only some ranks' watchdogs got stuck (a CUDA/NCCL call hung on those ranks)."""
     stuck = sorted(r for r, st in ctx.states.items() if st.heartbeat)
-    if not stuck or len(stuck) * 2 > max(len(ctx.seen), 1):
+    if not stuck or len(stuck) * 2 > max(len(set(ctx.seen) | set(ctx.world)), 1):
         return None
     d = Draft(category="straggler_hang", culprits=tuple(stuck), kind="heartbeat")
     d.score = 0.7
@@ -605,7 +661,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         + (0.3 if alive else 0.0)
         + (0.15 if phase else 0.0)
         + (0.05 if small else 0.0)
-        + (0.3 if sub else 0.0)
+        + (0.15 if sub else 0.0)
     )
     coll = w.collective(a.op, a.seq)
     limit = w.seconds(a.timeout_ms)
@@ -670,8 +726,16 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         )
     if on_time and not d.rules_in:
         d.rules_in.append("Every watchdog fired on time: the wait ended by the clock.")
-    if not culprits and not sub:
+    if not culprits:
         cfg.score = min(cfg.score, 0.35)
+    if sub and job_ms is not None and not culprits:
+        d.summary = d.summary.rstrip(".") + (
+            f"; {w.pg_name(a.pg)} ran with its own {limit} timeout, shorter than the job's {w.seconds(job_ms)}."
+        )
+        d.rules_in.append(
+            f"{w.pg_name(a.pg).capitalize()} uses Timeout(ms)={a.timeout_ms} while the job's timeout is {job_ms} ms "
+            "(new_group without timeout=): with the job's timeout the late rank might have arrived."
+        )
     return [d, cfg]
 
 

@@ -48,6 +48,8 @@ WRAPPER_WORDS = (
 APP_XIDS = (13, 31)
 SECONDARY_XIDS = (43, 45)
 INFO_XIDS = (63, 92)
+CRASH_EXITCODES = (-11, 139, -7, 135, -8, 136, -4, 132)  # SIGSEGV, SIGBUS, SIGFPE, SIGILL (negative or 128+n)
+CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
 _TERM_SIGNALS = ("SIGABRT", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL")
 
 SIGNAL_CATEGORY = {
@@ -80,6 +82,7 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         ["SIGABRT", "SIGTERM", "Aborted", "terminate called"]
     )
     code = pl.col("exitcode")
+    crash_exit = code.is_in(list(CRASH_EXITCODES)) | pl.col("signal_name").is_in(list(CRASH_SIGNALS))
     xid = pl.col("xid")
     weight = (
         pl.when(~sev_ok & ~sig.is_in(["oom", "xid", "duplicate_gpu"]))
@@ -114,31 +117,30 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .then(pl.when(wrapper).then(0.15).otherwise(0.55))
         .when(sig == "actor_died")
         .then(0.35)
-        .when(sig == "process_exit")
+        .when(sig.is_in(["process_exit", "root_cause"]))
         .then(
-            pl.when(code.is_in([-11, 139, -7, 135, -8, 136, -4, 132]))
+            pl.when(crash_exit)
             .then(0.5)
-            .when(code.is_in([-9, 137]))
+            .when(code.is_in([-9, 137]) | (pl.col("signal_name") == "SIGKILL"))
             .then(0.35)
-            .otherwise(0.1)
+            .when(sig == "process_exit")
+            .then(0.1)
+            .otherwise(0.0)
         )
         .when(sig == "nccl_warn")
         .then(0.3)
-        .when(
-            sig.is_in(list(HANG_SIGNALS))
-            | sig.is_in(["root_cause", "progress", "stall", "info", "framework"])
-        )
+        .when(sig.is_in(list(HANG_SIGNALS)) | sig.is_in(["progress", "stall", "info", "framework"]))
         .then(0.0)
         .when(pl.col("category").is_not_null())
         .then(0.4)
         .otherwise(0.0)
     )
     mapped = sig.replace_strict(SIGNAL_CATEGORY, default=None, return_dtype=pl.String)
-    exit_cat = pl.when(code.is_in([-11, 139, -7, 135, -8, 136, -4, 132])).then(pl.lit("segfault_crash"))
+    exit_cat = pl.when(crash_exit).then(pl.lit("segfault_crash"))
     category = (
         pl.when((sig == "xid") & xid.is_in(list(APP_XIDS)))
         .then(pl.lit("cuda_error"))
-        .when(sig == "process_exit")
+        .when(sig.is_in(["process_exit", "root_cause"]))
         .then(pl.coalesce(exit_cat, pl.col("category"), pl.lit("other")))
         .otherwise(pl.coalesce(pl.col("category"), mapped, pl.lit("other")))
     )
@@ -270,14 +272,12 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
         .then(pl.coalesce("target_rank", "rank"))
         .otherwise(pl.coalesce("rank", "target_rank"))
     )
-    if len(book.host_ranks) == 1:
-        # A job on one host: host-level lines (dmesg, a launcher's own output) are about that host.
-        only = next(iter(book.host_ranks))
-        ev = ev.with_columns(
-            host=pl.when((pl.col("_fw") > 0) & pl.col("host").is_null() & pl.col("rank").is_null())
-            .then(pl.lit(only))
-            .otherwise(pl.col("host"))
-        )
+    # A host-level line (a Ray node OOM, a launcher about a node) names the host it is about.
+    ev = ev.with_columns(
+        host=pl.when(pl.col("rank").is_null() & pl.col("host").is_null() & (pl.col("_fw") > 0))
+        .then(pl.col("target_host"))
+        .otherwise(pl.col("host"))
+    )
     todo = ev.filter(pl.col("subject").is_null() & ((pl.col("_fw") > 0) | about_other))
     if todo.height == 0:
         return ev
@@ -311,8 +311,6 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
             rank = book.rank_of_gpu(host, row["gpu"])
         if rank is None and row["pci"] is not None:
             rank = book.rank_of_pci(host, row["pci"])
-        if rank is None and host is not None and len(book.ranks_on(host)) == 1:
-            rank = book.ranks_on(host)[0]
         if rank is not None:
             fixes[row["_i"]] = rank
     if not fixes:
