@@ -225,6 +225,18 @@ def _read_stdin() -> bytes:
         return sys.stdin.read().encode("utf-8", "surrogateescape")
 
 
+def unquote_paste(data: bytes) -> bytes:
+    """Undo chat/e-mail quoting of a pasted blob: when most lines start with ``>``, drop one ``> ``
+    from each (line numbers stay the same); code-fence lines stay and simply match nothing."""
+    lines = data.split(b"\n")
+    filled = [ln for ln in lines if ln.strip()]
+    if not filled or sum(ln.startswith(b">") for ln in filled) * 2 < len(filled):
+        return data
+    return b"\n".join(
+        ln[2:] if ln.startswith(b"> ") else ln[1:] if ln.startswith(b">") else ln for ln in lines
+    )
+
+
 _common_report_options = [
     click.option("--output", "-o", help="Write the report to this file; the format follows its extension."),
     click.option(
@@ -299,7 +311,7 @@ def paste_cmd(fmt: str | None, redact: bool, **kw: Any) -> None:
 
     Redaction is on by default: paste the output where others can read it.
     """
-    _run(["-"], fmt=fmt, default_fmt="markdown", redact=redact, **kw)
+    _run(["-"], fmt=fmt, default_fmt="markdown", redact=redact, paste=True, **kw)
 
 
 def _run(
@@ -317,9 +329,12 @@ def _run(
     pattern_dirs: Sequence[str],
     max_decompressed: int,
     traceback: bool,
+    paste: bool = False,
 ) -> None:
     out_fmt = _output_format(fmt, output, default_fmt)
     stdin = _read_stdin() if "-" in inputs else None
+    if paste and stdin:
+        stdin = unquote_paste(stdin)
     with _progress(not quiet) as progress:
         incident: Incident = _guarded(
             analyze,
