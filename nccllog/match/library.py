@@ -10,6 +10,7 @@ from typing import Any
 
 import regex
 
+from nccllog.correlate.ranks import INTERNAL_SCHEMA
 from nccllog.model import CATEGORIES, EVENT_BASE_COLUMNS, SEVERITIES
 
 SIGNALS: tuple[str, ...] = (
@@ -46,18 +47,7 @@ FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex")
 _REQUIRED = ("id", "title", "producer", "family", "versions", "severity", "signal", "keywords", "regex")
 _OPTIONAL = ("category", "meaning", "causes", "remediation", "fields", "examples", "near_misses", "fallback")
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
-INTERNAL_COLUMNS = (
-    "_srun_task",
-    "_ip",
-    "_ray_actor",
-    "_nccl_dev",
-    "_year_known",
-    "_file_rank",
-    "_file_local_rank",
-    "_file_host",
-    "_file_pid",
-    "_file_evidence",
-)
+INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
 
 
 @dataclass(frozen=True)

@@ -15,6 +15,7 @@ from typing import Any
 import polars as pl
 import regex
 
+from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values
 from nccllog.ingest.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.prefixes import LineAttrs, parse_line
 from nccllog.match.library import Library, Pattern
@@ -44,18 +45,6 @@ _INT64_MAX = 2**63 - 1
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _MASK = regex.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+(?:\.\d+)*")
 
-INTERNAL_SCHEMA: dict[str, Any] = {
-    "_srun_task": pl.Int64,
-    "_ip": pl.String,
-    "_ray_actor": pl.String,
-    "_nccl_dev": pl.Int64,
-    "_year_known": pl.Boolean,
-    "_file_rank": pl.Int64,
-    "_file_local_rank": pl.Int64,
-    "_file_host": pl.String,
-    "_file_pid": pl.Int64,
-    "_file_evidence": pl.String,
-}
 _FIELD_DTYPES: dict[str, Any] = {"int": pl.Int64, "hex": pl.Int64, "float": pl.Float64, "str": pl.String}
 
 
@@ -212,13 +201,11 @@ class _EventBuilder:
         values: Mapping[str, Any],
     ) -> None:
         when = None
-        year_known = None
         if a.time is not None:
-            year_known = a.time.year is not None
             # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
             # rank resolution infers the real one from the rest of the logs.
             when = a.time.complete(2000)
-        values_in_order = (
+        base = (
             source,
             line_no,
             text[:MAX_TEXT],
@@ -235,20 +222,12 @@ class _EventBuilder:
             a.pid,
             when,
             a.repeat,
-            None,
-            a.srun_task,
-            a.ip,
-            a.ray_actor,
-            a.nccl_dev,
-            year_known,
-            fa.rank,
-            fa.local_rank,
-            fa.host,
-            fa.pid,
-            fa.evidence or None,
+            None,  # attribution: written by rank resolution
         )
-        for col, value in zip(self.columns.values(), values_in_order, strict=True):
-            col.append(value)
+        for name, value in zip(EVENT_BASE_COLUMNS, base, strict=True):
+            self.columns[name].append(value)
+        for name, value in internal_values(a, fa).items():
+            self.columns[name].append(value)
         for name, value in values.items():
             if value is not None:
                 self.fields.setdefault(name, []).append((self.n, value))
