@@ -63,8 +63,10 @@ def test_line_attribution(folder: Path) -> None:
             if check["contains"] in r["text"] and ("source" not in check or r["source"] == check["source"])
         ]
         assert hits, f"{folder.name}: no line contains {check['contains']!r}"
-        want = None if check["rank"] == -1 else check["rank"]
         got = hits[0]
-        assert got["rank"] == want, (
-            f"{folder.name}: {got['source']}:{got['line']} rank {got['rank']}, expected {want} ({got['attribution']})"
-        )
+        where = f"{folder.name}: {got['source']}:{got['line']}"
+        want = None if check["rank"] == -1 else check["rank"]
+        assert got["rank"] == want, f"{where} rank {got['rank']}, expected {want} ({got['attribution']})"
+        if "target_rank" in check:
+            target = got.get("target_rank")
+            assert target == check["target_rank"], f"{where} target_rank {target}, expected {check['target_rank']}"
