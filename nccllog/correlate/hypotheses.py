@@ -397,12 +397,13 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
                 d.rules_in.append(f"All of them run on {host}: the whole node stopped.")
         d.evidence = [evidence(r) for r in _timeout_rows(a)] + d.evidence + _silent_evidence(ctx, silent)
         return d
-    # The reporters are the minority: they ran a collective the others never issued.
-    if len(ctx.world) >= 3 and size * 2 <= len(silent) and not missing:
-        start = a.wait_start or a.first_time
-        moved = [r for r in silent if _active_after(ctx.states[r], start)]
+    # The reporters are the minority. If the silent ranks demonstrably went on (they logged after the
+    # wait began), the reporters ran a collective the others never issued.
+    start = a.wait_start or a.first_time
+    moved = [r for r in silent if _active_after(ctx.states[r], start)]
+    if len(ctx.world) >= 3 and size * 2 <= len(silent) and not missing and moved:
         d = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
-        d.score = 0.6 + (0.15 if moved else 0.0)
+        d.score = 0.75
         who = w.ranks_phrase(a.reporters, capital=True)
         d.summary = (
             f"Only {who.lower()} timed out, at {where}, a collective no other rank entered; "
@@ -412,10 +413,9 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             f"{len(silent)} ranks would have timed out at {coll} too had they been waiting in it; none did, "
             f"so {w.ranks_phrase(a.reporters)} is the one out of step."
         )
-        if moved:
-            d.rules_in.append(
-                f"{w.ranks_phrase(moved, capital=True)} kept logging after the wait began: they had moved on."
-            )
+        d.rules_in.append(
+            f"{w.ranks_phrase(moved, capital=True)} kept logging after the wait began: they had moved on."
+        )
         d.rules_out.append(
             f"A straggler reading would need all {len(silent)} silent ranks to be stuck at once, which the lone report does not support."
         )
@@ -425,25 +425,28 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             "save/eval/logging code that calls a collective, or an early return on the other ranks."
         ]
         return d
-    if missing and size == 1 and not a.hidden and len(ctx.world) >= 3:
-        # A minority reported and the others left no log: they may be hung, slow, or done while the
-        # reporters ran a collective too many. Say so instead of guessing.
+    if size == 1 and not a.hidden and len(ctx.world) >= 3:
+        # One rank reported and nothing shows what the others did: hung, slow, or done while the
+        # reporter ran a collective too many. Say so instead of guessing.
         who = w.ranks_phrase(a.reporters, capital=True)
         late = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
         late.score = 0.25
         late.summary = (
-            f"{w.ranks_phrase(silent, capital=True)} (no log) may never have reached {where}, "
+            f"{w.ranks_phrase(silent, capital=True)}{' (no log)' if missing else ''} may never have reached {where}, "
             f"where {who.lower()} waited {waited}."
         )
-        late.rules_in.append(f"Only {who.lower()} reported {where}; the others left no log.")
+        late.rules_in.append(
+            f"Only {who.lower()} reported {where}; "
+            + ("the others left no log." if missing else "the others logged nothing after the wait began.")
+        )
         extra = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
         extra.score = 0.25
         extra.summary = f"{who} may have run {where} as a collective the other ranks never issued."
         extra.rules_in.append(f"{who} is the only rank that reported {where}.")
         for d in (late, extra):
             d.rules_out.append(
-                f"No log from {w.ranks_phrase(missing)}: hung peers, slow peers and an extra collective on "
-                f"{w.ranks_phrase(a.reporters)} look the same from here."
+                f"Nothing from {w.ranks_phrase(silent)} after the wait began: hung peers, slow peers and an extra "
+                f"collective on {w.ranks_phrase(a.reporters)} look the same from here."
             )
             d.evidence = [evidence(r) for r in _timeout_rows(a)]
             d.collect.extend(COLLECT_NEXT_TIME)
