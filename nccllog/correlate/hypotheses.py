@@ -236,12 +236,14 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
     if not tie:
         d.culprits = tuple(odd)
         d.score = 0.85 if len(maj) >= 2 else 0.7
+        theirs = "its" if len(odd) == 1 else "their"
         d.summary = (
-            f"{w.ranks_phrase(odd, capital=True)} issued a different collective at {where}: {minority}, "
-            f"while {majority}; the ranks' collective calls diverged."
+            f"At {where} {minority} while {majority}: {w.ranks_phrase(odd)} went off the others' sequence of "
+            "collectives."
             if ops_differ
-            else f"{w.ranks_phrase(odd, capital=True)} called {maj_sig[0] or 'the collective'} {where} with a different size "
-            f"({minority}) than {majority.split(' used ')[0]} ({w.numel(maj_sig[1], maj_sig[2])}); the collectives do not match."
+            else f"{w.ranks_phrase(odd, capital=True)} called {maj_sig[0] or 'the collective'} {where} with "
+            f"{_sig_size(next(s for s, rs in rest if odd[0] in rs))} while {w.ranks_phrase(maj)} used "
+            f"{_sig_size(maj_sig)}: the sizes do not match, and {theirs} call is the odd one."
         )
         d.rules_out.append(
             "A plain straggler would leave the others waiting in the same call with the same sizes; here the calls themselves differ."
@@ -266,6 +268,10 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
         "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL: collective fingerprints are checked and the first mismatch is reported with both sides.",
     ]
     return d
+
+
+def _sig_size(sig: tuple[Any, ...]) -> str:
+    return w.numel(sig[1], sig[2]) if sig[1] is not None else f"shape {sig[3]}"
 
 
 def _first_failed(ctx: Context, ranks: Sequence[int]) -> int | None:
@@ -621,9 +627,18 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
     d = Draft(category="straggler_hang", culprits=(), kind="nobody")
     d.score = 0.4
     n = a.size
+    who = (
+        w.ranks_phrase(a.reporters, capital=True)
+        if a.reporters and not a.hidden and len(a.reporters) <= 8
+        else w.plural(n, "rank").capitalize()
+    )
     d.summary = (
-        f"{w.plural(n, 'rank').capitalize()} timed out waiting at {coll} of {w.pg_name(a.pg)} after {w.seconds(a.timeout_ms)}; "
-        "no rank stands out as the one that did not arrive."
+        f"{who} timed out waiting at {coll} of {w.pg_name(a.pg)} after {w.seconds(a.timeout_ms)}; "
+        + (
+            "the logs do not show which rank it waited for."
+            if n == 1
+            else "no rank stands out as the one that did not arrive."
+        )
     )
     d.rules_in.append(f"{_reporters_text(ctx, a).capitalize()} all report {coll}: the job hung there.")
     if ctx.missing:
@@ -806,19 +821,18 @@ def failstop(ctx: Context) -> list[Draft]:
         d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
         d.score = max(f.weight for f in fs)
         what = _failure_text(lead)
-        who = (
-            w.ranks_phrase(ranks, capital=True)
-            if ranks
-            else (f"Host {w.host_list(hosts)}" if hosts else "A process")
-        )
+        if named:
+            who = w.ranks_phrase(named, capital=True)
+        elif ranks:
+            who = w.ranks_phrase(ranks, capital=True)
+        else:
+            who = f"A process on {w.host_list(hosts)}" if hosts else "A process"
         when = f" at {w.clock(lead.time)}" if lead.time else ""
         if everyone:
-            d.summary = f"Every rank failed the same way ({what}){when}; the fault is common to all ranks, not one rank's."
+            d.summary = f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
-        elif named:
-            d.summary = f"{w.ranks_phrase(named, capital=True)} {_verb(lead)} {what}{when}"
         else:
-            d.summary = f"{who} {_verb(lead)} {what}{when}"
+            d.summary = f"{_failure_clause(lead, who)}{when}"
         d.rules_in.append(f"{who} logged {what}{when} ({lead.row['source']}:{lead.row['line']}).")
         cascade = _cascade(ctx, culprits or tuple(ranks), lead)
         if main is not None:
@@ -855,10 +869,7 @@ def failstop(ctx: Context) -> list[Draft]:
         ):
             d.score -= 0.15
             d.rules_out.append(f"Another failure came earlier ({w.clock(earliest_any)}).")
-        if cascade:
-            d.summary += f"; {cascade} followed."
-        else:
-            d.summary += "."
+        d.summary = d.summary.rstrip(".") + (f"; {cascade}." if cascade else ".")
         d.evidence = [evidence(f.row) for f in fs[:4]] + _cascade_evidence(ctx, culprits or tuple(ranks))
         d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
         drafts.append(d)
@@ -882,17 +893,69 @@ def _named_ranks(fs: list[Failure]) -> list[int]:
     return sorted(out)
 
 
-def _verb(f: Failure) -> str:
-    return {
-        "oom": "ran out of memory:",
-        "cuda_error": "hit a CUDA error:",
-        "crash_signal": "crashed:",
-        "xid": "logged",
-        "python_exception": "raised",
-        "actor_died": "lost its worker:",
-        "process_exit": "exited:",
-        "duplicate_gpu": "shared a GPU:",
-    }.get(f.signal, "failed:")
+XID_NAMES = {
+    13: "graphics engine exception",
+    31: "GPU memory page fault",
+    43: "GPU stopped processing",
+    45: "preemptive channel cleanup",
+    48: "double-bit ECC error",
+    63: "ECC page retirement",
+    64: "ECC page retirement failure",
+    74: "NVLink error",
+    79: "GPU fell off the bus",
+    92: "high single-bit ECC error rate",
+    94: "contained ECC error",
+    95: "uncontained ECC error",
+    109: "context-switch timeout",
+    119: "GSP RPC timeout",
+    120: "GSP error",
+    137: "NVLink error",
+    144: "NVLink error",
+    145: "NVLink error",
+    146: "NVLink error",
+    147: "NVLink error",
+    148: "NVLink error",
+    149: "NVLink network error",
+    150: "NVLink error",
+}
+
+
+def _failure_clause(f: Failure, who: str) -> str:
+    """``"Rank 5 ran out of GPU memory (tried to allocate 7.83 GiB)"`` and the like."""
+    r = f.row
+    plural = who.startswith("Ranks ")
+    if f.signal == "oom":
+        size = f" (tried to allocate {r['size']})" if r.get("size") else ""
+        text = r.get("message") or ""
+        gpu = "CUDA" in text or r.get("gpu") is not None
+        kind = "GPU memory" if gpu else "host memory"
+        return f"{who} ran out of {kind}{size}"
+    if f.signal == "cuda_error":
+        return f"{who} hit a CUDA error ({r.get('error') or 'see the evidence'})"
+    if f.signal == "xid" and r.get("xid") is not None:
+        name = XID_NAMES.get(int(r["xid"]), "")
+        gpus = (
+            f"the GPU{'s' if plural else ''} of {who[0].lower() + who[1:]}" if who.startswith("Rank") else who
+        )
+        return f"{gpus[0].upper() + gpus[1:]} logged Xid {r['xid']}{' (' + name + ')' if name else ''}"
+    if f.signal == "duplicate_gpu":
+        bus = f" (bus {r['bus_id']})" if r.get("bus_id") else ""
+        return f"{who} were placed on the same GPU{bus}, so NCCL refused to set up the communicator"
+    if f.category == "segfault_crash":
+        sig = r.get("signal_name") or ("SIGSEGV" if r.get("exitcode") in (-11, 139) else None)
+        code = f" (exit code {r['exitcode']})" if r.get("exitcode") is not None else ""
+        return f"{who} crashed with {sig or 'a fatal signal'}{code}"
+    if f.signal == "python_exception":
+        name = r.get("error_name") or "an exception"
+        err = r.get("error")
+        return f"{who} raised {name}" + (f": {str(err)[:120]}" if err and err != name else "")
+    if f.signal == "actor_died":
+        return f"{who} lost {'their' if plural else 'its'} Ray worker" + (
+            f" ({r['error']})" if r.get("error") else ""
+        )
+    if f.signal in ("process_exit", "root_cause") and r.get("exitcode") is not None:
+        return f"{who} exited with code {r['exitcode']}"
+    return f"{who} failed: {_failure_text(f)}"
 
 
 def _failure_text(f: Failure) -> str:
@@ -919,14 +982,21 @@ def _cascade(ctx: Context, culprits: Sequence[int], lead: Failure) -> str:
     """``"timeouts on ranks 0,2-7"`` for what the other ranks logged afterwards."""
     others = sorted(r for r, st in ctx.states.items() if r not in culprits and (st.timeouts or st.hang_time))
     if others:
-        return f"the timeouts on {w.others_phrase(others, ctx.world_size)}"
+        return f"the timeouts on {w.others_phrase(others, ctx.world_size)} followed"
     errs = sorted(
         r
         for r, st in ctx.states.items()
-        if r not in culprits and any(f.weight > 0 and f is not lead for f in st.failures)
+        if r not in culprits and any(f.weight >= 0.3 and f is not lead for f in st.failures)
     )
     if errs:
-        return f"the errors on {w.others_phrase(errs, ctx.world_size)}"
+        return f"the errors on {w.others_phrase(errs, ctx.world_size)} followed"
+    stopped = sorted(
+        r
+        for r, st in ctx.states.items()
+        if r not in culprits and any(f.signal == "process_exit" for f in st.failures)
+    )
+    if stopped:
+        return f"{w.others_phrase(stopped, ctx.world_size)} {'was' if len(stopped) == 1 else 'were'} then stopped"
     return ""
 
 
