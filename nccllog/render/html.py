@@ -150,7 +150,7 @@ def _nice_step(span: float, target: int = 8) -> float:
     return next((s for s in steps if s >= raw), steps[-1] * math.ceil(raw / steps[-1]))
 
 
-def timeline_svg(incident: Incident) -> dict[str, Any] | None:
+def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[str, Any] | None:
     """Plain data for the SVG: lanes with their marks (deduplicated per pixel), axis ticks, the
     failure line. None when no entry has a time."""
     timed = [(view.parse_time(e.time), e) for e in incident.timeline]
@@ -216,7 +216,7 @@ def timeline_svg(incident: Incident) -> dict[str, Any] | None:
                     "r": SEVERITY_R.get(sev, 3.0) + (1.0 if len(entries) > 1 else 0.0),
                     "color": SEVERITY_COLOR.get(sev, "#8a94a6"),
                     "title": title,
-                    "href": "#" + view.anchor_id(first.source, first.line),
+                    "href": _href(first.source, first.line, anchors),
                 }
             )
         band = None
@@ -276,8 +276,19 @@ def timeline_svg(incident: Incident) -> dict[str, Any] | None:
 # Tables
 
 
+def _href(source: str, line: int, anchors: set[str] | None) -> str | None:
+    """``#anchor`` of ``source:line`` when the report holds that line (``anchors=None``: always)."""
+    a = view.anchor_id(source, line)
+    return "#" + a if anchors is None or a in anchors else None
+
+
 def _rank_row(
-    info: RankInfo, culprit: bool, outlier: bool, ranks: tuple[int, ...] = (), hosts: tuple[str, ...] = ()
+    info: RankInfo,
+    culprit: bool,
+    outlier: bool,
+    ranks: tuple[int, ...] = (),
+    hosts: tuple[str, ...] = (),
+    anchors: set[str] | None = None,
 ) -> dict[str, Any]:
     group = len(ranks) > 1
     return {
@@ -296,7 +307,7 @@ def _rank_row(
             {
                 "pattern": info.first_error.pattern,
                 "where": f"{info.first_error.source}:{info.first_error.line}",
-                "href": "#" + view.anchor_id(info.first_error.source, info.first_error.line),
+                "href": _href(info.first_error.source, info.first_error.line, anchors),
                 "text": clean(info.first_error.text, 400),
             }
             if info.first_error is not None and info.rank >= 0
@@ -365,9 +376,12 @@ def _context(incident: Incident) -> dict[str, Any]:
     ]
     culprits = set(v.culprit_ranks)
     rank_rows, folded = view.rank_rows(incident, MAX_RANK_ROWS)
-    ranks_view = [_rank_row(r.info, r.culprit, r.outlier, r.ranks, r.hosts) for r in rank_rows]
+    ranks_view = [_rank_row(r.info, r.culprit, r.outlier, r.ranks, r.hosts, anchors) for r in rank_rows]
     full_ranks = (
-        [_rank_row(r, r.rank in culprits, False) for r in sorted(incident.ranks, key=lambda r: r.rank)]
+        [
+            _rank_row(r, r.rank in culprits, False, anchors=anchors)
+            for r in sorted(incident.ranks, key=lambda r: r.rank)
+        ]
         if folded and len(incident.ranks) <= FULL_RANK_TABLE_LIMIT
         else []
     )
@@ -422,7 +436,7 @@ def _context(incident: Incident) -> dict[str, Any]:
             for a in incident.advice
         ],
         "hypotheses": hypotheses,
-        "svg": timeline_svg(incident),
+        "svg": timeline_svg(incident, anchors),
         "timeline": timeline_rows,
         "timeline_before": before,
         "timeline_after": after,
