@@ -36,6 +36,7 @@ from nccllog.model import Coverage, Finding, Hypothesis, Incident, RankInfo
 
 _FINDING_SEVERITIES = ("warning", "error", "critical")
 UNKNOWN_BELOW = 0.3
+WEAK_WORLD_EVIDENCE = ("highest rank seen", "highest Slurm task id (one task per rank)")
 TIE = 0.01
 
 
@@ -87,7 +88,7 @@ def diagnose(
     """Correlate the ranks and pick the best hypothesis."""
     findings = findings_from_events(events, library)
     ev = classify_failures(prepare(events))
-    world_size, _why = infer_world(ev, topology)
+    world_size, why = infer_world(ev, topology)
     seen = tuple(sorted({int(r) for r in ev["rank"].drop_nulls().unique().to_list()}))
     world = tuple(range(world_size)) if world_size else seen
     seen_set = set(seen)
@@ -97,7 +98,17 @@ def diagnose(
     offsets = timeline.estimate_offsets(ev)
     ev = apply_offsets(ev, offsets)
     timeouts = collect_timeouts(ev)
-    aligned = align(timeouts, world, group_members(ev))
+    members = group_members(ev)
+    aligned = align(timeouts, world, members)
+    if why in WEAK_WORLD_EVIDENCE:
+        # More processes reported a default-group collective (Ray folds their lines) than the
+        # highest rank seen accounts for: the world is at least that big.
+        biggest = max((a.size for a in aligned if a.pg == DEFAULT_PG), default=0)
+        if world_size is not None and biggest > world_size:
+            world_size = biggest
+            world = tuple(range(world_size))
+            missing = tuple(r for r in world if r not in seen_set)
+            aligned = align(timeouts, world, members)
     states = rank_states(ev, timeouts, world, book)
     ctx = hy.Context(
         ev=ev,

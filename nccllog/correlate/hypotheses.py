@@ -624,9 +624,39 @@ def _merge(drafts: list[Draft]) -> list[Draft]:
 def _nobody(ctx: Context, a: Aligned) -> Draft:
     """Every expected rank timed out in the same place: the logs name no culprit."""
     coll = w.collective(a.op, a.seq)
+    n = a.size
+    completed = [st.last_completed.get(a.pg) for r in a.reporters if (st := ctx.states.get(r))]
+    first = (
+        a.seq is not None
+        and a.seq <= 1
+        and (not a.silent or a.hidden >= len(a.silent))
+        and all(c is None or c < 1 for c in completed)
+        and (not a.membership_known or n >= len(a.expected))
+    )
+    if first:
+        d = Draft(category="init_failure", culprits=(), kind="nobody")
+        d.score = 0.45
+        d.summary = (
+            f"The first collective of {w.pg_name(a.pg)} ({coll}) never completed on any rank: every rank entered it "
+            f"and waited {w.seconds(a.timeout_ms)}, so the communicator never carried a single collective."
+        )
+        d.rules_in.append(
+            f"{_reporters_text(ctx, a).capitalize()} timed out at {coll} with no collective completed before it; "
+            "no rank is behind the others."
+        )
+        d.rules_out.append(
+            "A straggler would leave one rank out of the timeout set; every rank was in it, so the transport "
+            "between the GPUs or nodes (P2P/NVLink, NIC, fabric) is the suspect, not a rank."
+        )
+        d.evidence = [evidence(r) for r in _timeout_rows(a, 4)]
+        d.remediation = [
+            "Run nccl-tests (all_reduce_perf) on the same nodes with NCCL_DEBUG=INFO to see which transport hangs; "
+            "try NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1 one at a time to isolate it.",
+            "Check the node: nvidia-fabricmanager running (NVSwitch systems), driver/CUDA/NCCL versions, ACS/IOMMU.",
+        ]
+        return d
     d = Draft(category="straggler_hang", culprits=(), kind="nobody")
     d.score = 0.4
-    n = a.size
     who = (
         w.ranks_phrase(a.reporters, capital=True)
         if a.reporters and not a.hidden and len(a.reporters) <= 8

@@ -131,6 +131,11 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .then(0.3)
         .when(sig.is_in(list(HANG_SIGNALS)) | sig.is_in(["progress", "stall", "info", "framework"]))
         .then(0.0)
+        .when(
+            sig.is_in(["version", "init", "env_setting", "bootstrap"])
+            & pl.col("severity").is_in(["error", "critical"])
+        )
+        .then(0.6)
         .when(pl.col("category").is_not_null())
         .then(0.4)
         .otherwise(0.0)
@@ -235,7 +240,8 @@ class RankState:
 
 def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     """World size from the topology, else the largest NCCL communicator, else store/launcher lines."""
-    if topology.world_size:
+    top = ev.select(pl.col("rank").max()).item()
+    if topology.world_size and (top is None or top < topology.world_size):
         why = topology.world_size_evidence
         return topology.world_size, (
             "; ".join(why) if isinstance(why, tuple) else str(why)
@@ -244,9 +250,8 @@ def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     if n:
         return int(n), "largest NCCL communicator (nranks)"
     n = ev.select(pl.col("world_size").max()).item()
-    if n:
+    if n and (top is None or top < n):
         return int(n), "world size printed by the launcher or store"
-    top = ev.select(pl.col("rank").max()).item()
     if top is not None:
         return int(top) + 1, "highest rank seen"
     if "task_ids" in ev.columns:
