@@ -244,6 +244,26 @@ def test_first_failure_is_the_cause_and_timeouts_the_cascade() -> None:
     assert any(h.category == "straggler_hang" and h.culprit_ranks == (5,) for h in inc.hypotheses)
 
 
+def test_torchrun_root_cause_is_evidence_not_truth() -> None:
+    log = world(Log(), 8)
+    log.add(
+        "cuda_error", rank=6, at=10, error="an illegal memory access was encountered", category="cuda_error"
+    )
+    for r in (0, 1, 2, 3, 4, 5, 7):
+        log.timeout(r, 900, at=611)
+    src = "torchrun_node0.log"
+    log.add("root_cause", rank=None, source=src, line=40, message="Root Cause (first observed failure):")
+    log.add(
+        "root_cause", rank=None, source=src, line=43, target_rank=2, message="  rank      : 2 (local_rank: 2)"
+    )
+    log.add(
+        "root_cause", rank=None, source=src, line=44, target_rank=2, exitcode=-6, message="  exitcode  : -6"
+    )
+    v = log.diagnose().verdict
+    assert (v.category, v.culprit_ranks) == ("cuda_error", (6,))
+    assert any("names rank 2 (exit code -6)" in x and "not where it began" in x for x in v.rules_out)
+
+
 def test_failure_after_the_timeouts_is_not_the_cause() -> None:
     log = world(Log(), 4)
     for r in (1, 2, 3):

@@ -863,7 +863,7 @@ def failstop(ctx: Context) -> list[Draft]:
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
         else:
             d.summary = f"{_failure_clause(lead, who)}{when}"
-        d.rules_in.append(f"{who} logged {what}{when} ({lead.row['source']}:{lead.row['line']}).")
+        d.rules_in.append(f"{who} logged '{what}'{when} ({lead.row['source']}:{lead.row['line']}).")
         cascade = _cascade(ctx, culprits or tuple(ranks), lead)
         if main is not None:
             if lead.time is not None and first_timeout is not None:
@@ -1645,10 +1645,61 @@ def reconcile(ctx: Context, drafts: list[Draft]) -> None:
             h.rules_out.append(f"What explains the wait: {c.summary}")
 
 
+def root_causes(ctx: Context) -> list[dict[str, Any]]:
+    """torchrun's "Root Cause (first observed failure)" entries: rank, exit code and the rows.
+
+    The block is one line per field; the entry after a ``Root Cause`` header line is the root.
+    """
+    rows = ctx.ev.filter(pl.col("signal") == "root_cause").sort("_i").to_dicts()
+    out: list[dict[str, Any]] = []
+    pending = False
+    current: dict[str, Any] | None = None
+    for r in rows:
+        if "Root Cause" in (r["message"] or ""):
+            pending, current = True, None
+            continue
+        rank = r.get("subject") if r.get("subject") is not None else r.get("target_rank")
+        if pending and rank is not None and current is None:
+            current = {"rank": int(rank), "exitcode": None, "rows": [r]}
+            out.append(current)
+            pending = False
+        elif (
+            current is not None
+            and r["source"] == current["rows"][-1]["source"]
+            and r["line"] - current["rows"][-1]["line"] <= 6
+        ):
+            current["rows"].append(r)
+            if r.get("exitcode") is not None and current["exitcode"] is None:
+                current["exitcode"] = r["exitcode"]
+        else:
+            current = None
+    return out
+
+
+def _root_cause_note(ctx: Context, d: Draft, roots: list[dict[str, Any]]) -> None:
+    """What torchrun's root cause says about this hypothesis: evidence, not truth."""
+    if not roots or not d.culprits:
+        return
+    for rc in roots[:4]:
+        host = ctx.states[rc["rank"]].host if rc["rank"] in ctx.states else None
+        what = f"rank {rc['rank']}" + (f" (exit code {rc['exitcode']})" if rc["exitcode"] is not None else "")
+        where = f" on {host}" if host else ""
+        if rc["rank"] in d.culprits:
+            d.rules_in.append(f"torchrun's 'Root Cause (first observed failure)'{where} names {what} too.")
+        else:
+            d.rules_out.append(
+                f"torchrun's 'Root Cause (first observed failure)'{where} names {what}: the first exit that node's "
+                "agent saw, to the second; it is where the failure was noticed, not where it began."
+            )
+        d.evidence.extend(evidence(r, "torchrun root cause") for r in rc["rows"][:2])
+
+
 def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
     """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
+    roots = root_causes(ctx)
     repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
     for d in drafts:
+        _root_cause_note(ctx, d, roots)
         if ctx.missing and ctx.seen:
             share = len(ctx.missing) / max(len(ctx.world), 1)
             d.penalise(0.1 if share > 0.25 else 0.05, f"no log from {w.ranks_phrase(ctx.missing)}")
