@@ -7,12 +7,13 @@ from pathlib import Path
 
 import polars as pl
 
+from nccllog.advice import advise
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.ranks import resolve
 from nccllog.ingest.reader import DEFAULT_MAX_DECOMPRESSED, ReadResult, read_sources
-from nccllog.ingest.sources import Source, expand_inputs
+from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords
+from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keywords
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -41,15 +42,21 @@ def analyze(
     sources, skipped = _sources(inputs, stdin)
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
-        reasons = "; ".join(f"{s.source}: {s.reason}" for s in skipped) or "no input given"
-        raise InputError(f"nothing to analyse ({reasons})")
+        raise InputError(_nothing(skipped))
     read = read_sources(
-        sources, prefilter_keywords(lib), max_decompressed=max_decompressed, progress=progress
+        sources,
+        prefilter_keywords(lib),
+        sampled=sampled_keywords(lib),
+        max_decompressed=max_decompressed,
+        progress=progress,
     )
+    if not any(st.lines or not st.skipped for st in read.stats):
+        # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
+        raise InputError(_nothing([*skipped, *(s for st in read.stats for s in st.skipped)]))
     matched = match_lines(read.lines, lib)
     events, topology = resolve(matched.events)
     coverage = _coverage(read, matched, events, skipped)
-    return diagnose(
+    incident = diagnose(
         events,
         topology,
         coverage=coverage,
@@ -57,6 +64,7 @@ def analyze(
         library=lib,
         inputs=names,
     )
+    return advise(incident, lib)
 
 
 def attribute(
@@ -71,7 +79,7 @@ def attribute(
     """
     lib = load_library(patterns or ())
     sources, _ = _sources(inputs, stdin)
-    read = read_sources(sources, prefilter_keywords(lib), keep_all=True)
+    read = read_sources(sources, prefilter_keywords(lib), sampled=sampled_keywords(lib), keep_all=True)
     events, _topology = resolve(match_lines(read.lines, lib, keep_unmatched=True).events)
     return events.sort("source", "line")
 
@@ -81,8 +89,14 @@ def analyze_text(text: str, **kwargs: object) -> Incident:
     return analyze(text if "\n" in text else text + "\n", **kwargs)  # type: ignore[arg-type]
 
 
+def _nothing(skipped: Sequence[Skipped]) -> str:
+    reasons = "; ".join(f"{s.source}: {s.reason}" for s in skipped) or "no input given"
+    return f"nothing to analyse ({reasons})"
+
+
 def _names(inputs: PathLike | Sequence[PathLike]) -> tuple[str, ...]:
-    return (str(inputs),) if isinstance(inputs, str | Path) else tuple(str(i) for i in inputs)
+    items = [inputs] if isinstance(inputs, str | Path) else list(inputs)
+    return tuple(display_name(i) for i in items)
 
 
 def _sources(
@@ -111,6 +125,12 @@ def _coverage(
     notes = []
     if matched.overflow_fields:
         notes.append(f"{matched.overflow_fields} numeric field(s) did not fit in 64 bits and were left empty")
+    sampled_out = sum(st.sampled_out for st in read.stats)
+    if sampled_out:
+        notes.append(
+            f"{sampled_out} high-volume progress line(s) (e.g. NCCL opCount) were counted but not analysed;"
+            " the last of each file were"
+        )
     truncated = sum(st.truncated_lines for st in read.stats)
     if truncated:
         notes.append(f"{truncated} line(s) longer than 1 MiB were cut to 1 MiB for analysis")

@@ -10,14 +10,15 @@ import pytest
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
 from nccllog.match.library import Library, Pattern, load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords
+from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
 
 LIBRARY: Library = load_library()
 KEYWORDS = prefilter_keywords(LIBRARY)
+SAMPLED = sampled_keywords(LIBRARY)
 
 
 def _events_for(line: str) -> list[dict[str, Any]]:
-    read = read_sources([Source(name="example.log", data=line.encode("utf-8"))], KEYWORDS)
+    read = read_sources([Source(name="example.log", data=line.encode("utf-8"))], KEYWORDS, sampled=SAMPLED)
     return match_lines(read.lines, LIBRARY).events.to_dicts()
 
 

@@ -35,8 +35,14 @@ _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 
 BATCH_BYTES = 64 * 1024 * 1024
+SAMPLED_KEEP = 64  # high-volume progress lines kept per file (the last ones)
 PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
-CANDIDATE_SCHEMA: dict[str, Any] = {"source": pl.String, "line": pl.Int64, "text": pl.String, "kw": pl.List(pl.String)}
+CANDIDATE_SCHEMA: dict[str, Any] = {
+    "source": pl.String,
+    "line": pl.Int64,
+    "text": pl.String,
+    "kw": pl.List(pl.String),
+}
 CANDIDATE_COLUMNS = list(CANDIDATE_SCHEMA)
 # Bytes that make a file look like text; a first chunk with more than 30% others is binary.
 _TEXT_BYTES = bytes(range(0x20, 0x100)) + b"\t\n\r\x0c\x1b"
@@ -51,6 +57,7 @@ class FileStats:
     bytes: int = 0
     decode_replacements: int = 0
     truncated_lines: int = 0
+    sampled_out: int = 0  # high-volume progress lines counted but not kept (see read_sources)
     skipped: list[Skipped] = field(default_factory=list)
     encoding: str = "utf-8"
     on_bytes: Callable[[int], None] | None = None  # progress: called with input bytes consumed
@@ -68,6 +75,7 @@ def read_sources(
     sources: Sequence[Source],
     keywords: Sequence[str],
     *,
+    sampled: Sequence[str] = (),
     keep_all: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     progress: Callable[[int, int], None] | None = None,
@@ -75,12 +83,15 @@ def read_sources(
     """Read every source and keep the lines that contain any keyword, plus each file's last lines.
 
     The result has the columns source, line, text and kw (the keywords found in the line).
+    Lines whose only keywords are ``sampled`` ones (high-volume progress lines such as NCCL's
+    per-collective ``opCount`` lines) are counted, and only the last ``SAMPLED_KEEP`` of each file
+    are kept: they matter for where each rank stopped, not one by one.
     ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
     Small files are read whole and processed many at a time, so that the per-query cost of
     polars is paid per batch, not per file; large files are read in bounded chunks.
     """
-    kw = list(keywords)
+    kw = _Keywords(tuple(keywords), tuple(k for k in sampled if k not in keywords))
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
     batch = _Batch(kw, keep_all)
@@ -141,7 +152,7 @@ def _progress_counter(
 class _Batch:
     """Whole small files waiting to be split and filtered together in one polars pass."""
 
-    def __init__(self, keywords: list[str], keep_all: bool) -> None:
+    def __init__(self, keywords: _Keywords, keep_all: bool) -> None:
         self.keywords = keywords
         self.keep_all = keep_all
         self.names: list[str] = []
@@ -176,8 +187,14 @@ class _Batch:
             pl.col("n").repeat_by("n").explode(),
         )
         df = pl.concat([df, per_line], how="horizontal")
-        out = _filter(df, self.keywords, self.keep_all, tail_from=pl.col("n") - TAIL_LINES)
+        kept, frequent = _filter(df, self.keywords, self.keep_all, tail_from=pl.col("n") - TAIL_LINES)
         self._count_truncated(df)
+        if frequent.height:
+            for fid, n in frequent.group_by("fid").len().iter_rows():
+                self.stats[fid].sampled_out += max(n - SAMPLED_KEEP, 0)
+            frequent = frequent.group_by("fid", maintain_order=True).tail(SAMPLED_KEEP).select(kept.columns)
+            kept = pl.concat([kept, frequent]).sort("fid", "line")
+        out = _with_keywords(kept, self.keywords)
         names = pl.Series("names", self.names, dtype=pl.String)
         out = out.with_columns(pl.lit(names).gather(pl.col("fid")).alias("source"))
         return [out.select(CANDIDATE_COLUMNS)]
@@ -188,25 +205,53 @@ class _Batch:
             self.stats[fid].truncated_lines += 1
 
 
-def _filter(df: pl.DataFrame, keywords: list[str], keep_all: bool, tail_from: pl.Expr) -> pl.DataFrame:
-    """Keep keyword lines (and the tail lines); add the ``kw`` list column; cap line length.
+@dataclass(frozen=True)
+class _Keywords:
+    """Prefilter keywords: lines with ``always`` ones are kept; ``sampled``-only lines are thinned."""
+
+    always: tuple[str, ...]
+    sampled: tuple[str, ...] = ()
+
+    @property
+    def all(self) -> list[str]:
+        return [*self.always, *self.sampled]
+
+
+def _filter(
+    df: pl.DataFrame, keywords: _Keywords, keep_all: bool, tail_from: pl.Expr
+) -> tuple[pl.DataFrame, pl.DataFrame]:
+    """Split off the lines worth matching: (keyword and tail lines, sampled-keyword-only lines).
 
     The test runs as one literal alternation through polars' regex engine (faster here than
-    its Aho-Corasick ``contains_any``), over slices evaluated in parallel; the exact keywords
-    of each kept line are then extracted from the few survivors only.
+    its Aho-Corasick ``contains_any``), over slices evaluated in parallel.
     """
-    if not keep_all:
-        if keywords:
-            hit = pl.col("text").str.contains(_alternation(tuple(keywords)))
-            keep = hit | (pl.col("line") > tail_from)
-        else:
-            keep = pl.col("line") > tail_from
-        step = max(df.height // PARALLEL_SLICES + 1, 1)
-        parts = [df.slice(i, step).lazy().filter(keep) for i in range(0, df.height, step)]
-        df = pl.concat(pl.collect_all(parts)) if parts else df.clear()
+    if keep_all:
+        return df, df.clear()
+    keep = pl.col("line") > tail_from
+    if keywords.always:
+        keep = keep | pl.col("text").str.contains(_alternation(keywords.always))
+    frequent = pl.lit(False)
+    if keywords.sampled:
+        frequent = ~keep & pl.col("text").str.contains(_alternation(keywords.sampled))
+    step = max(df.height // PARALLEL_SLICES + 1, 1)
+    parts = [
+        df.slice(i, step).lazy().with_columns(frequent.alias("_frequent")).filter(keep | pl.col("_frequent"))
+        for i in range(0, df.height, step)
+    ]
+    if not parts:
+        return df.clear(), df.clear()
+    both = pl.concat(pl.collect_all(parts))
+    return (
+        both.filter(~pl.col("_frequent")).drop("_frequent"),
+        both.filter(pl.col("_frequent")).drop("_frequent"),
+    )
+
+
+def _with_keywords(df: pl.DataFrame, keywords: _Keywords) -> pl.DataFrame:
+    """Add the ``kw`` list column (the keywords present in each line) and cap line length."""
     kw = (
-        pl.col("text").str.extract_many(keywords, overlapping=True)
-        if keywords
+        pl.col("text").str.extract_many(keywords.all, overlapping=True)
+        if keywords.all
         else pl.lit([], dtype=pl.List(pl.String))
     )
     return df.with_columns(pl.col("text").str.slice(0, MAX_LINE_BYTES), kw.alias("kw"))
@@ -219,11 +264,13 @@ def _alternation(keywords: tuple[str, ...]) -> str:
 
 
 def _read_chunked(
-    src: Source, blocks: Iterator[bytes], keywords: list[str], keep_all: bool, st: FileStats
+    src: Source, blocks: Iterator[bytes], keywords: _Keywords, keep_all: bool, st: FileStats
 ) -> list[pl.DataFrame]:
     """A large file, chunk by chunk: memory stays bounded by the chunk size."""
     frames: list[pl.DataFrame] = []
     tail: pl.DataFrame | None = None
+    recent: pl.DataFrame | None = None  # the last sampled-keyword lines seen so far
+    frequent_seen = 0
     line_no = 0
     first = True
     for chunk in _chunks(blocks, st):
@@ -238,18 +285,28 @@ def _read_chunked(
         n = df.height
         df = df.with_columns(pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64).alias("line"))
         st.truncated_lines += df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES).height
-        hits = _filter(df, keywords, keep_all, tail_from=pl.lit(line_no + n))
+        hits, frequent = _filter(df, keywords, keep_all, tail_from=pl.lit(line_no + n))
         if hits.height:
             frames.append(hits)
-        tail = _filter(df.tail(TAIL_LINES), keywords, True, pl.lit(0))
+        if frequent.height:
+            frequent_seen += frequent.height
+            recent = pl.concat([recent, frequent]).tail(SAMPLED_KEEP) if recent is not None else frequent
+        # The last chunk may hold fewer lines than the tail needs.
+        tail = (
+            df.tail(TAIL_LINES) if tail is None else pl.concat([tail, df.tail(TAIL_LINES)]).tail(TAIL_LINES)
+        )
         line_no += n
     st.lines = line_no
+    if recent is not None:
+        recent = recent.tail(SAMPLED_KEEP)
+        st.sampled_out += frequent_seen - recent.height
+        frames.append(recent)
     if tail is not None and not keep_all:
         frames.append(tail)
     if not frames:
         return []
     # A tail line may also be a keyword hit: keep one copy, in file order.
-    out = pl.concat(frames).unique(subset=["line"], keep="first").sort("line")
+    out = _with_keywords(pl.concat(frames).unique(subset=["line"], keep="first").sort("line"), keywords)
     return [out.with_columns(pl.lit(src.name).alias("source")).select(CANDIDATE_COLUMNS)]
 
 

@@ -45,7 +45,17 @@ SIGNALS: tuple[str, ...] = (
 )
 FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex")
 _REQUIRED = ("id", "title", "producer", "family", "versions", "severity", "signal", "keywords", "regex")
-_OPTIONAL = ("category", "meaning", "causes", "remediation", "fields", "examples", "near_misses", "fallback")
+_OPTIONAL = (
+    "category",
+    "meaning",
+    "causes",
+    "remediation",
+    "fields",
+    "examples",
+    "near_misses",
+    "fallback",
+    "volume",
+)
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
 
@@ -81,6 +91,7 @@ class Pattern:
     examples: tuple[Example, ...] = ()
     near_misses: tuple[str, ...] = ()
     fallback: bool = False  # only used when no other pattern matched the line
+    high_volume: bool = False  # a line per collective/step: only the last lines of each file matter
     path: str = ""
 
 
@@ -183,6 +194,8 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
     where = f"{path} [{pid}]"
     if data["severity"] not in SEVERITIES:
         problems.append(f"{where}: severity {data['severity']!r} not in {SEVERITIES}")
+    if data.get("volume", "normal") not in ("normal", "high"):
+        problems.append(f"{where}: volume {data['volume']!r} is not 'normal' or 'high'")
     if data["signal"] not in SIGNALS:
         problems.append(f"{where}: signal {data['signal']!r} is not a known signal")
     category = data.get("category")
@@ -258,5 +271,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         examples=tuple(examples),
         near_misses=tuple(near),
         fallback=bool(data.get("fallback", False)),
+        high_volume=data.get("volume") == "high",
         path=str(path),
     )

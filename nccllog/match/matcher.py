@@ -58,8 +58,20 @@ class MatchResult:
 
 
 def prefilter_keywords(library: Library) -> list[str]:
-    """All keywords the reader must look for: the library's plus the alert words."""
-    return sorted(set(library.keywords) | set(ALERT_WORDS))
+    """The keywords whose lines the reader always keeps: the library's plus the alert words.
+
+    Keywords that only high-volume patterns use are left out; see ``sampled_keywords``.
+    """
+    sampled = set(sampled_keywords(library))
+    return sorted((set(library.keywords) - sampled) | set(ALERT_WORDS))
+
+
+def sampled_keywords(library: Library) -> list[str]:
+    """Keywords used only by high-volume patterns: the reader keeps the last such lines per file."""
+    normal = {k for p in library.patterns if not p.high_volume for k in p.keywords}
+    return sorted(
+        {k for p in library.patterns if p.high_volume for k in p.keywords} - normal - set(ALERT_WORDS)
+    )
 
 
 def events_schema(library: Library) -> dict[str, Any]:

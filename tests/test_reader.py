@@ -1,0 +1,60 @@
+"""The reader: batched small files and chunked large files give the same lines and numbers;
+high-volume progress lines are thinned to the last ones of each file, and counted."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from nccllog.ingest import reader
+from nccllog.ingest.reader import SAMPLED_KEEP, TAIL_LINES, read_sources
+from nccllog.ingest.sources import Source, expand_inputs
+
+KEYWORDS = ["NCCL WARN", "Watchdog caught"]
+
+
+def _tree(tmp_path: Path) -> Path:
+    for i in range(5):
+        lines = [f"step {n} loss 1.{n}" for n in range(200)]
+        lines[17 + i] = f"host:1:1 [0] misc/socket.cc:50 NCCL WARN socket error {i}"
+        lines[150] = "Watchdog caught collective operation timeout\r\n".rstrip("\n")
+        (tmp_path / f"rank_{i}.log").write_text("\n".join(lines) + ("\n" if i % 2 else ""))
+    (tmp_path / "empty.log").write_text("")
+    return tmp_path
+
+
+def _rows(path: Path) -> list[tuple[str, int, str]]:
+    sources, _ = expand_inputs([path])
+    read = read_sources(sources, KEYWORDS)
+    return sorted(read.lines.select("source", "line", "text").iter_rows())
+
+
+def test_batched_and_chunked_paths_agree(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    tree = _tree(tmp_path)
+    batched = _rows(tree)
+    # Tiny blocks force every file through the chunked path.
+    monkeypatch.setattr(reader, "CHUNK_BYTES", 512)
+    assert _rows(tree) == batched
+    per_file = [r for r in batched if r[0].endswith("rank_3.log")]
+    assert [r[1] for r in per_file] == [21, 151, *range(201 - TAIL_LINES, 201)]
+    assert per_file[0][2].endswith("socket error 3")
+
+
+def test_line_counts_and_trailing_newline(tmp_path: Path) -> None:
+    sources, _ = expand_inputs([_tree(tmp_path)])
+    stats = {Path(s.source).name: s.lines for s in read_sources(sources, KEYWORDS).stats}
+    assert stats == {"empty.log": 0, **{f"rank_{i}.log": 200 for i in range(5)}}
+
+
+def test_high_volume_lines_keep_the_last_of_each_file() -> None:
+    lines = [f"h:1:1 [0] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x1" for n in range(1000)]
+    lines.insert(10, "h:1:1 [0] misc/socket.cc:50 NCCL WARN socket error")
+    data = ("\n".join(lines) + "\n").encode()
+    read = read_sources([Source(name="r.log", data=data)], KEYWORDS, sampled=[": opCount "])
+    kept = read.lines["line"].to_list()
+    assert 11 in kept  # the WARN is always kept
+    opcount_lines = [n for n in kept if n != 11]
+    # The file's last TAIL_LINES lines are always kept; the SAMPLED_KEEP before them are the sample.
+    assert opcount_lines == list(range(1002 - SAMPLED_KEEP - TAIL_LINES, 1002))
+    assert read.stats[0].sampled_out == 1000 - SAMPLED_KEEP - TAIL_LINES
