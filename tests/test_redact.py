@@ -188,7 +188,10 @@ def test_not_redacted_on_purpose() -> None:
 # properties
 
 _HOST = st.from_regex(r"[a-z]{2,6}-[a-z]?[0-9]{1,3}(\.[a-z]{2,6}\.(local|internal|com))?", fullmatch=True)
-_IP = st.tuples(*[st.integers(1, 254)] * 4).map(lambda t: ".".join(map(str, t)))
+# routable addresses (loopback 127/8 is kept on purpose)
+_IP = st.tuples(st.integers(1, 254).filter(lambda o: o != 127), *[st.integers(0, 254)] * 3).map(
+    lambda t: ".".join(map(str, t))
+)
 _USER = st.from_regex(r"[a-z][a-z0-9]{2,8}", fullmatch=True)
 _NOISE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
 

@@ -201,7 +201,7 @@ def _ranks(incident: Incident, width: int) -> RenderableType | None:
 def _bullets(items: list[tuple[Text, Text]]) -> Table:
     """Marker + text rows with a hanging indent (wrapped lines stay right of the marker)."""
     grid = Table.grid(padding=(0, 1))
-    grid.add_column(no_wrap=True)
+    grid.add_column(no_wrap=True, justify="right")
     grid.add_column(overflow="fold")
     for marker, body in items:
         grid.add_row(Text("  ").append_text(marker), body)
@@ -233,7 +233,7 @@ def _todo(incident: Incident) -> RenderableType | None:
         body = Text(clean(a.title, 200), style="bold")
         if a.why:
             body.append(" - ")
-            body.append(clean(a.why, 300), style="dim")
+            body.append(clean(a.why, 600), style="dim")
         items.append((Text("•", style="bold"), body))
     collect = incident.verdict.collect_next_time
     if collect:

@@ -345,9 +345,15 @@ def failure_index(incident: Incident) -> int | None:
 
 
 def fold_timeline(entries: Sequence[TimelineEntry], anchor: int | None = None) -> list[TimelineRow]:
+    """Consecutive entries of the same pattern and severity become one row; a line that several
+    patterns matched (the same source:line again) is kept once."""
     rows: list[list[TimelineEntry]] = []
     anchor_row: int | None = None
     for i, e in enumerate(entries):
+        if rows and (rows[-1][-1].source, rows[-1][-1].line) == (e.source, e.line):
+            if i == anchor:
+                anchor_row = len(rows) - 1
+            continue
         if rows and i != anchor and rows[-1][0].pattern == e.pattern and rows[-1][0].severity == e.severity:
             rows[-1].append(e)
             continue
