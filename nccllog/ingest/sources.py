@@ -30,7 +30,9 @@ class Source:
         return self.data is not None and self.data[:2] == b"\x1f\x8b"
 
 
-def expand_inputs(inputs: Iterable[str | Path], stdin: bytes | None = None) -> tuple[list[Source], list[Skipped]]:
+def expand_inputs(
+    inputs: Iterable[str | Path], stdin: bytes | None = None
+) -> tuple[list[Source], list[Skipped]]:
     """Expand paths, directories (recursively), globs and `-` into sources, sorted within each input.
 
     Anything that cannot be read is returned as a Skipped entry with the reason instead.
@@ -50,10 +52,10 @@ def expand_inputs(inputs: Iterable[str | Path], stdin: bytes | None = None) -> t
         elif glob.has_magic(item):
             paths = sorted(glob.glob(item, recursive=True))
             if not paths:
-                skipped.append(Skipped(source=item, reason="no file matches this pattern"))
+                skipped.append(Skipped(source=display_name(item), reason="no file matches this pattern"))
                 continue
         else:
-            skipped.append(Skipped(source=item, reason="no such file or directory"))
+            skipped.append(Skipped(source=display_name(item), reason="no such file or directory"))
             continue
         for p in paths:
             for src in _walk(Path(p), skipped):
@@ -63,44 +65,60 @@ def expand_inputs(inputs: Iterable[str | Path], stdin: bytes | None = None) -> t
     return sources, skipped
 
 
+def display_name(path: str | Path) -> str:
+    """The name shown in reports: file names that are not valid UTF-8 keep their bytes as ``\\xNN``."""
+    return os.fsencode(path).decode("utf-8", "backslashreplace")
+
+
 def _walk(path: Path, skipped: list[Skipped]) -> Iterator[Source]:
     """Yield readable regular files under ``path`` in sorted order; record what is skipped and why."""
     visited: set[tuple[int, int]] = set()
     stack = [path]
+    found = 0
+    skipped_before = len(skipped)
     while stack:
         p = stack.pop()
+        name = display_name(p)
         try:
             st = p.stat()
         except FileNotFoundError:
-            skipped.append(Skipped(source=str(p), reason="dangling symbolic link" if p.is_symlink() else "vanished"))
+            skipped.append(
+                Skipped(source=name, reason="dangling symbolic link" if p.is_symlink() else "vanished")
+            )
             continue
         except OSError as exc:
-            skipped.append(Skipped(source=str(p), reason=_os_reason(exc)))
+            skipped.append(Skipped(source=name, reason=_os_reason(exc)))
             continue
         if stat.S_ISDIR(st.st_mode):
             key = (st.st_dev, st.st_ino)
             if key in visited:
-                skipped.append(Skipped(source=str(p), reason="symbolic link loop (directory already read)"))
+                skipped.append(Skipped(source=name, reason="symbolic link loop (directory already read)"))
                 continue
             visited.add(key)
             try:
                 children = sorted(os.scandir(p), key=lambda e: e.name)
             except OSError as exc:
-                skipped.append(Skipped(source=str(p), reason=_os_reason(exc)))
+                skipped.append(Skipped(source=name, reason=_os_reason(exc)))
                 continue
             if not children and p == path:
-                skipped.append(Skipped(source=str(p), reason="empty directory"))
+                skipped.append(Skipped(source=name, reason="empty directory"))
             # Reverse so that popping from the stack visits children in name order.
             stack.extend(Path(c.path) for c in reversed(children))
         elif stat.S_ISREG(st.st_mode):
             if not os.access(p, os.R_OK):
-                skipped.append(Skipped(source=str(p), reason="permission denied"))
+                skipped.append(Skipped(source=name, reason="permission denied"))
                 continue
-            yield Source(name=str(p), path=p)
+            found += 1
+            yield Source(name=name, path=p)
         elif stat.S_ISFIFO(st.st_mode):
-            skipped.append(Skipped(source=str(p), reason="named pipe (FIFO) not read"))
+            skipped.append(Skipped(source=name, reason="named pipe (FIFO) not read"))
         else:
-            skipped.append(Skipped(source=str(p), reason="not a regular file (device or socket)"))
+            skipped.append(Skipped(source=name, reason="not a regular file (device or socket)"))
+    if not found and len(skipped) == skipped_before:
+        # Only empty subdirectories: say so rather than nothing at all.
+        skipped.append(
+            Skipped(source=display_name(path), reason="no files in this directory (only empty directories)")
+        )
 
 
 def _os_reason(exc: OSError) -> str:
