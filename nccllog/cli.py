@@ -16,6 +16,7 @@ from typing import Any, NoReturn, TextIO
 
 import click
 
+from nccllog.advice import explain_setting
 from nccllog.match.library import LibraryError, load_library
 from nccllog.model import SEVERITIES, Incident
 from nccllog.pipeline import InputError, analyze
@@ -379,6 +380,9 @@ def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
     """Print the documentation of one pattern."""
     lib = _guarded(load_library, False, list(pattern_dirs))
     p = lib.get(pattern_id)
+    if p is None and (setting := explain_setting(pattern_id)) is not None:
+        click.echo(setting)
+        return
     if p is None:
         close = [q.id for q in lib.patterns if pattern_id.split(".")[-1] in q.id][:5]
         hint = f" (did you mean: {', '.join(close)})" if close else ""
