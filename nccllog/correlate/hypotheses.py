@@ -1297,16 +1297,42 @@ def bootstrap(ctx: Context) -> list[Draft]:
             d.summary = f"Only {j} of {n} ranks joined the rendezvous before the store timed out."
             d.rules_in.append(f"The store counted {j}/{n} clients.")
         return [d]
-    hosts = sorted({str(r["target_host"]) for r in rows if r.get("target_host")})
+    addrs = sorted({a for r in rows if (a := _store_address(r))})
+    hosts = sorted({ctx.book.host_of(a) or a for a in addrs})
+    reporters = {r["host"] for r in rows if r.get("host")}
+    known = set(ctx.book.host_ranks) | {h for h in ctx.ev["host"].drop_nulls().unique().to_list()}
+    quiet = sorted(known - reporters)
+    if addrs and all(ctx.book.host_of(a) is None for a in addrs) and len(quiet) == 1 and len(reporters) >= 2:
+        # The store's address maps to no host we know, but one host is the only one not trying to
+        # reach it: that is where the store (rank 0's node) should have been listening.
+        hosts = quiet
+        d.rules_in.append(
+            f"Every host but {quiet[0]} reports failing to reach {', '.join(addrs)}; {quiet[0]} is the one the store runs on."
+        )
     d.hosts = tuple(hosts)
     d.score = 0.55
     d.summary = (
         f"{w.ranks_phrase(writers, capital=True) if writers else 'The ranks'} could not reach the rendezvous store"
-        + (f" on {w.host_list(hosts)}" if hosts else "")
-        + "."
+        + (f" at {', '.join(addrs)}" if addrs else "")
+        + (f" on {w.host_list(hosts)}" if hosts and hosts != addrs else "")
+        + ": the node that hosts it was not up (or not listening) in time."
     )
     d.rules_in.append("Store connect/wait timeouts before any collective ran.")
     return [d]
+
+
+_STORE_ADDR = regex.compile(r"\(([\w.\-:]+), \d+\)|(?:to|host) \[?([\w.\-]+?)\]?:\d+\b")
+
+
+def _store_address(r: dict[str, Any]) -> str | None:
+    """The store address a rendezvous error names (its field, or ``(host, port)`` / ``host:port`` in the text)."""
+    if r.get("target_host"):
+        return str(r["target_host"])
+    for text in (r.get("error"), r.get("message")):
+        m = _STORE_ADDR.search(text or "")
+        if m:
+            return m.group(1) or m.group(2)
+    return None
 
 
 def versions(ctx: Context) -> list[Draft]:
