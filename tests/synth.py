@@ -5,6 +5,7 @@ IPs, user paths, and optional hostile log text in every place a log line can rea
 from __future__ import annotations
 
 from datetime import datetime, timedelta
+from pathlib import Path
 from typing import Any
 
 import polars as pl
@@ -254,3 +255,38 @@ def straggler(
 
 
 SECRETS = ("alice", "node-a", "10.12.", "cluster.local")
+
+
+def write_log_tree(
+    root: Path, world: int = 1024, per_host: int = 8, culprit: int = 517, seq: int = 4812
+) -> Path:
+    """A torchrun ``--tee 3`` log tree of a straggler hang, one console log per host: NCCL init
+    lines of every rank, training progress, then every rank but ``culprit`` times out on ``seq``."""
+    logs = root / "logs"
+    logs.mkdir(parents=True, exist_ok=True)
+    for h in range(world // per_host):
+        host = f"gpu-{h:03d}"
+        lines = ["[default0]:NCCL version 2.21.5+cuda12.4"]
+        for lr in range(per_host):
+            r = h * per_host + lr
+            pid = 40000 + r
+            lines.append(
+                f"[default{lr}]:{host}:{pid}:{pid} [{lr}] NCCL INFO comm 0x55d2{r:08x} rank {r} nRanks {world} "
+                f"nNodes {world // per_host} localRanks {per_host} localRank {lr} MNNVL 0"
+            )
+            lines.append(
+                f"[default{lr}]:{host}:{pid}:{pid + 7} [{lr}] NCCL INFO NET/IB : Using [0]mlx5_0:1/IB ; OOB ib0:10.{h // 200}.{h % 200}.{lr + 1}<0>"
+            )
+        for step in range(3):
+            lines.append(f"[default0]:step {step}: loss {2.5 - step * 0.1:.3f}")
+        for lr in range(per_host):
+            r = h * per_host + lr
+            if r == culprit:
+                continue
+            lines.append(
+                f"[default{lr}]:[rank{r}]:[E1023 14:12:{30 + lr % 10:02d}.{r:06d}117 ProcessGroupNCCL.cpp:632] "
+                f"[Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, "
+                f"NumelIn=1048576, NumelOut=1048576, Timeout(ms)=600000) ran for 600128 milliseconds before timing out."
+            )
+        (logs / f"{host}.log").write_text("\n".join(lines) + "\n", encoding="utf-8")
+    return logs

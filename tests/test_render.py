@@ -364,3 +364,24 @@ def test_collective_grid_folds_and_marks(large: Incident) -> None:
 def test_render_rejects_unknown_format(small: Incident) -> None:
     with pytest.raises(ValueError, match="unknown format"):
         render(small, "pdf")
+
+
+def test_generated_1024_rank_log_tree(tmp_path: Path) -> None:
+    """The real pipeline on a generated 1024-rank torchrun log tree: every format renders, twice
+    the same, folded to one screen / a short markdown, and redaction leaves no host name."""
+    from synth import write_log_tree
+
+    logs = write_log_tree(tmp_path, world=1024, per_host=8, culprit=517)
+    with _inside(tmp_path):
+        incident = nccllog.analyze(logs.name)
+    outs = {fmt: render(incident, fmt) for fmt in FORMATS}
+    for fmt in FORMATS:
+        assert render(incident, fmt) == outs[fmt]
+    assert len(outs["text"].splitlines()) <= 70
+    assert len(outs["markdown"].splitlines()) <= 80
+    assert len(outs["html"].encode()) < 1_500_000
+    assert str(tmp_path) not in outs["html"]
+    red = {fmt: render(incident, fmt, redact=True) for fmt in FORMATS}
+    for fmt, text in red.items():
+        assert not re.search(r"gpu-\d{3}", text), fmt
+        assert not re.search(r"\b10\.0\.\d+\.\d+\b", text), fmt
