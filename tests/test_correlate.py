@@ -559,3 +559,19 @@ def test_scale_16k_ranks(ranks: int) -> None:
     assert inc.verdict.culprit_ranks == (silent,)
     assert len(inc.ranks) == n
     assert took < 60, took
+
+
+def test_outlier_picking() -> None:
+    from nccllog.correlate import outliers
+
+    split = outliers.odd_one_out({"AR": [0, 1, 2], "BC": [3]})
+    assert split is not None and split.odd == (3,) and not split.tie
+    tie = outliers.odd_one_out({"AR": [0], "BC": [1]})
+    assert tie is not None and tie.tie
+    assert outliers.odd_one_out({"AR": [0, 1]}) is None
+    assert outliers.behind({0: 100, 1: 100, 2: 100, 3: 95}, mark=100) == (3,)
+    assert outliers.behind({0: 100, 1: 95}, mark=100) == ()  # one of two: not a minority
+    assert outliers.behind({0: 627, 1: 627, 2: 627, 3: 347}, mark=347) == (3,)  # far below the median
+    assert outliers.last_behind({0: 16, 1: 17}) == (0,)
+    assert outliers.last_behind({0: 5, 1: 5}) == ()
+    assert outliers.last_behind({0: 4, 1: 4, 2: 5}) == ()  # most are behind: the one ahead is the odd one

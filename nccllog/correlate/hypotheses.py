@@ -17,6 +17,7 @@ from typing import Any
 import polars as pl
 import regex
 
+from nccllog.correlate import outliers
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG, int_list
@@ -216,13 +217,15 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
             sigs[t.signature].append(r)
     if len(sigs) < 2:
         return None
-    groups = sorted(sigs.items(), key=lambda kv: (-len(kv[1]), kv[1]))
+    split = outliers.odd_one_out(sigs)
+    assert split is not None
+    groups = list(split.groups)
     (maj_sig, maj), rest = groups[0], groups[1:]
-    odd = sorted(r for _, rs in rest for r in rs)
+    odd = list(split.odd)
     ops_differ = len({s[0] for s in sigs}) > 1
     where = f"#{a.seq} of {w.pg_name(a.pg)}"
     d = Draft(category="collective_mismatch", culprits=(), kind="mismatch")
-    tie = len(maj) <= len(odd) or (len(groups) > 1 and len(groups[1][1]) == len(maj))
+    tie = split.tie
     if ops_differ:
         majority = f"{w.ranks_phrase(maj)} ran {maj_sig[0]}"
         minority = "; ".join(f"{w.ranks_phrase(rs)} ran {s[0]}" for s, rs in rest)
@@ -478,15 +481,9 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
     enq = {r: st.last_enqueued[a.pg] for r, st in ctx.states.items() if a.pg in st.last_enqueued}
     if len(enq) < 2:
         return None
-    behind: list[int] = []
-    if a.seq is not None:
-        behind = sorted(r for r, e in enq.items() if e < a.seq)
-    if not behind or len(behind) * 2 >= len(enq):
-        vals = sorted(enq.values())
-        med = vals[len(vals) // 2]
-        behind = sorted(r for r, e in enq.items() if e < med - 1)
-        if not behind or len(behind) * 3 > len(enq):
-            return None
+    behind = list(outliers.behind(enq, mark=a.seq))
+    if not behind:
+        return None
     ahead = sorted(r for r in enq if r not in behind)
     lo = ", ".join(f"#{enq[r]}" if len(behind) == 1 else f"{r}: #{enq[r]}" for r in behind[:6])
     hi = max(enq[r] for r in ahead)
@@ -1377,11 +1374,11 @@ def progress(ctx: Context) -> list[Draft]:
         vals = {r: st.op_count[key] for r, st in ctx.states.items() if key in st.op_count}
         if len(vals) < 2 or len(set(vals.values())) < 2:
             continue
-        top = max(vals.values())
-        behind = sorted(r for r, v in vals.items() if v < top)
-        ahead = sorted(r for r in vals if r not in behind)
-        if len(behind) >= len(ahead) and len(vals) > 2:
+        behind = list(outliers.last_behind(vals))
+        if not behind:
             continue
+        top = max(vals.values())
+        ahead = sorted(r for r in vals if r not in behind)
         d = Draft(category="straggler_hang", culprits=tuple(behind), kind="progress")
         d.score = 0.6
         counts = ", ".join(f"rank {r}: {vals[r]}" for r in behind[:6])
