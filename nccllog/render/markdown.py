@@ -82,8 +82,8 @@ def render_markdown(incident: Incident) -> str:
         out += ["", esc(v.summary, 800, line_start=True)]
     if v.rules_in or v.rules_out:
         out.append("")
-        out += [f"- {esc(r, 300)}" for r in v.rules_in[:4]]
-        out += [f"- *Ruled out:* {esc(r, 300)}" for r in v.rules_out[:3]]
+        out += [f"- **+** {esc(r, 300)}" for r in v.rules_in[:4]]
+        out += [f"- **−** {esc(r, 300)}" for r in v.rules_out[:3]]
 
     evidence = view.all_evidence(incident)
     if evidence:
