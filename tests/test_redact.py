@@ -193,7 +193,7 @@ _IP = st.tuples(st.integers(1, 254).filter(lambda o: o != 127), *[st.integers(0,
     lambda t: ".".join(map(str, t))
 )
 _USER = st.from_regex(r"[a-z][a-z0-9]{2,8}", fullmatch=True)
-_NOISE = st.text(alphabet=st.characters(codec="utf-8", exclude_categories=("Cs",)), max_size=40)
+_NOISE = st.text(alphabet=st.characters(codec="utf-8"), max_size=40)
 
 
 @st.composite

@@ -9,6 +9,7 @@ import re
 from collections.abc import Iterator
 from contextlib import contextmanager
 from pathlib import Path
+from typing import Any
 
 import pytest
 from markdown_it import MarkdownIt
@@ -131,7 +132,7 @@ def test_text_narrow_terminal(small: Incident) -> None:
 # markdown
 
 
-def _md_tokens(text: str) -> list:  # type: ignore[type-arg]
+def _md_tokens(text: str) -> list[Any]:
     md = MarkdownIt("commonmark").enable("table")
     tokens = md.parse(text)
     flat = []
