@@ -335,12 +335,15 @@ def test_fifo_is_skipped_not_blocked_on(tmp_path: Path) -> None:
     os.mkfifo(tmp_path / "pipe.log")  # nobody ever writes: opening it would block forever
     (tmp_path / "rank1.log").write_bytes(GOOD)
     (tmp_path / "zero.log").symlink_to("/dev/zero")
+    sock = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
+    sock.bind(str(tmp_path / "agent.sock"))
     proc = subprocess_cli("analyze", "-f", "json", tmp_path, timeout=60)
     assert proc.returncode == 0, proc.stderr
     data = json.loads(proc.stdout)
     r = reasons(data)
     assert r["pipe.log"] == "named pipe (FIFO) not read"
-    assert r["zero.log"] == "not a regular file (device or socket)"
+    assert r["zero.log"] == r["agent.sock"] == "not a regular file (device or socket)"
+    sock.close()
     proc = subprocess_cli("analyze", tmp_path / "pipe.log", timeout=60)
     assert proc.returncode == 2
     assert proc.stderr.strip().endswith("pipe.log: named pipe (FIFO) not read)")
@@ -495,9 +498,9 @@ def test_world_sizes_that_disagree(tmp_path: Path) -> None:
     lines = [init("host-a", 0, 4), init("host-b", 1, 8), init("host-c", 2, 2), watchdog(rank=1)]
     (tmp_path / "a.log").write_text("\n".join(lines) + "\n")
     data = report(tmp_path)
-    assert data["ranks"]["world_size"] is None or data["ranks"]["world_size"] > 0
-    seen = {r["rank"] for r in data["per_rank"]}
-    assert {0, 1, 2} <= seen
+    assert data["ranks"]["world_size"] in (None, 2, 4, 8)
+    assert 1 in data["ranks"]["seen"]
+    assert all(r["rank"] >= 0 for r in data["per_rank"])
 
 
 # ---------------------------------------------------------------------------------------------
@@ -562,6 +565,11 @@ def test_html_contains_no_markup_from_logs(hostile_outputs: dict[str, str]) -> N
             if name in ("href", "src", "action", "formaction", "srcset", "style"):
                 assert "javascript:" not in (value or "").lower(), (tag, name, value)
                 assert "evil.example" not in (value or ""), (tag, name, value)
+    # Self-contained: links stay inside the page, nothing is loaded from elsewhere.
+    for tag, attrs in parser.tags:
+        for name, value in attrs:
+            if name in ("href", "src") and value:
+                assert value.startswith(("#", "data:")), (tag, name, value)
     # Scripts, if the page has any, are its own: none carries log text.
     for body in re.findall(r"<script[^>]*>(.*?)</script>", page, flags=re.S):
         assert "alert(" not in body
