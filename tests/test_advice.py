@@ -278,16 +278,6 @@ def _pattern_versions(text: str) -> Detected:
     return Detected(torch=lo, torch_max=hi)
 
 
-# Pattern remediation that names a variable missing from the known-variable table (formats.md
-# does not list it); reported to the pattern owners, kept here so that any new one fails.
-KNOWN_PATTERN_GAPS = {
-    ("nccl.oob_device_not_found", "NCCL_OOB_NET_IFNAME"),
-    ("nccl.ras_collective_timeout", "NCCL_RAS_ADDR"),
-    # names NCCL_NET_PLUGIN (2.11.4+) without a version note in a pattern for NCCL 2.4.2+
-    ("nccl.net_plugin", "NCCL_NET_PLUGIN"),
-}
-
-
 def test_pattern_remediation_names_only_known_variables() -> None:
     lib = load_library(())
     found = set()
@@ -296,7 +286,7 @@ def test_pattern_remediation_names_only_known_variables() -> None:
         for r in p.remediation:
             for v in violations(r, det):
                 found.add((p.id, v.name))
-    assert found == KNOWN_PATTERN_GAPS
+    assert found == set()
 
 
 @pytest.mark.parametrize("name", [f.name for f in FIXTURES])
