@@ -35,9 +35,6 @@ def expect(fixture: Path) -> dict:
 # The framework of these fixtures shows only in lines no pattern matches (traceback frames,
 # launcher banners), so nothing in the events names it. Reported to the pattern owners.
 UNMATCHED_EVIDENCE = {
-    "ts-accelerate-epoch-end-broadcast-vs-allreduce": "accelerate shows only in traceback frames",
-    "ts-accelerate-eval-rank0-silent-broadcast": "accelerate shows only in traceback frames",
-    "ts-lmeval-rank0-lone-timeout-unknown": "accelerate shows only in traceback frames",
     "net-ib-port-error-flapping": "Lightning prints nothing any pattern matches",
     "crash-ddp-nsys-sigsegv-nccl-2-14-3": "DDP leaves no matched line",
     "net-ib-err12-one-bad-host": "DDP leaves no matched line",
@@ -47,7 +44,6 @@ UNMATCHED_EVIDENCE = {
     "ts-clean-ddp-2x8-normal-exit": "DDP leaves no matched line",
     "ts-swift-minicpmv-bucket-numel-mismatch": "DDP leaves no matched line",
     "net-rdzv-staggered-node-setup-900s": "DeepSpeed shows only in unmatched launcher/traceback lines",
-    "crash-node1-cuda-error-rootcause-names-node0": "FSDP shows only in traceback frames; the failure is no timeout",
     "ts-torchtune-lora-merge-save-timeout-too-short": "FSDP shows only in traceback frames; only ALLREDUCE timed out",
 }
 

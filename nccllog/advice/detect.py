@@ -17,6 +17,7 @@ _MODULES = regex.compile(
     r"(?<![\w.-])(verl|openrlhf|deepspeed|accelerate|megatron|lightning|pytorch_lightning|trl|vllm|sglang)[./]"
 )
 _ALIASES = {"pytorch_lightning": "lightning"}
+_TORCH_FSDP = regex.compile(r"torch[/\\]distributed[/\\]fsdp[/\\]")
 _VERL_TEXT = regex.compile(r"\(WorkerDict pid=|\bmain_ppo\.TaskRunner\b")
 # OpenRLHF's Ray actor classes (openrlhf/trainer/ray), as Ray prefixes or actor names.
 _OPENRLHF_TEXT = regex.compile(r"\b(?:ActorModel|ReferenceModel|CriticModel|RewardModel)RayActor\b")
@@ -104,6 +105,8 @@ def _frameworks(ev: pl.DataFrame, d: Detected, producers: Counter[str]) -> None:
         for m in _MODULES.finditer(text):
             name = _ALIASES.get(m.group(1), m.group(1))
             d.add(name, f"module path {m.group(0)!r} in a log line")
+        if _TORCH_FSDP.search(text):
+            d.add("fsdp", "a traceback through torch.distributed.fsdp")
     if "op" in ev.columns and not ({"deepspeed", "megatron"} & d.frameworks.keys()):
         ops = set(ev.filter(pl.col("signal") == "collective_timeout")["op"].drop_nulls().to_list())
         sharded = sorted(ops & set(_SHARDED_OPS))
