@@ -406,6 +406,8 @@ def _scan_all(incident: Incident, r: Redactor) -> None:
     _walk(dataclasses.replace(incident, events=pl.DataFrame()), scan)
     ev = incident.events
     for col in _string_columns(ev):
+        if col == "message" and "text" in ev.columns:
+            continue  # the message is the tail of the line's text: scanning the text finds it all
         for u in ev.get_column(col).drop_nulls().unique().sort().to_list():
             scan(u)
 

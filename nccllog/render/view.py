@@ -15,6 +15,8 @@ from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from datetime import datetime
 
+import polars as pl
+
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 
 CATEGORY_TITLES: dict[str, str] = {
@@ -540,62 +542,78 @@ class Excerpt:
 def excerpts(incident: Incident, max_sources: int = 12, max_lines: int = 40) -> tuple[list[Excerpt], int]:
     """The matched lines of the most telling sources (evidence sources, then the culprits', then
     those with the most severe findings), each capped at ``max_lines`` (evidence and severe lines
-    kept first). Returns the excerpts and how many sources with matched lines were left out."""
+    kept first). Returns the excerpts and how many sources with matched lines were left out.
+    Vectorised: the events table can hold millions of rows."""
     ev = incident.events
     if ev.height == 0:
         return [], 0
-    evidence_spots: set[tuple[str, int]] = set()
-    for h in incident.hypotheses:
-        evidence_spots.update((e.source, e.line) for e in h.evidence)
-    evidence_spots.update((e.source, e.line) for e in incident.verdict.evidence)
-    culprits = set(incident.verdict.culprit_ranks)
-    cols = ["source", "line", "text", "severity", "pattern", "rank"]
-    rows = (
-        ev.select([c for c in cols if c in ev.columns])
-        .sort("source", "line")
-        .unique(subset=["source", "line"], keep="first", maintain_order=True)
+    spots: set[tuple[str, int]] = set()
+    for h in (incident.verdict, *incident.hypotheses):
+        spots.update((e.source, e.line) for e in h.evidence)
+    culprits = sorted(set(incident.verdict.culprit_ranks))
+    cols = [c for c in ("source", "line", "text", "severity", "pattern", "rank") if c in ev.columns]
+    rows = ev.select(cols).unique(subset=["source", "line"], keep="first", maintain_order=True)
+    for c, dtype in (
+        ("text", pl.String),
+        ("severity", pl.String),
+        ("pattern", pl.String),
+        ("rank", pl.Int64),
+    ):
+        if c not in rows.columns:
+            rows = rows.with_columns(pl.lit(None, dtype=dtype).alias(c))
+    marks = pl.DataFrame(
+        {"source": [x[0] for x in spots], "line": [x[1] for x in spots], "ev": [True] * len(spots)},
+        schema={"source": pl.String, "line": pl.Int64, "ev": pl.Boolean},
     )
-    per_source: dict[str, list[dict[str, object]]] = defaultdict(list)
-    for row in rows.iter_rows(named=True):
-        per_source[str(row["source"])].append(row)
+    rows = rows.join(marks, on=["source", "line"], how="left").with_columns(
+        pl.col("ev").fill_null(False),
+        pl.col("severity").replace_strict(SEVERITY_ORDER, default=0, return_dtype=pl.Int64).alias("sev"),
+        pl.col("rank").is_in(culprits).fill_null(False).alias("culprit"),
+    )
+    summary = rows.group_by("source").agg(
+        pl.col("ev").any(),
+        pl.col("culprit").any(),
+        pl.col("sev").max(),
+        pl.len().alias("n"),
+        pl.col("rank").drop_nulls().unique().sort().alias("ranks"),
+    )
+    info = {r["source"]: r for r in summary.iter_rows(named=True)}
 
     def priority(src: str) -> tuple[object, ...]:
-        lines = per_source[src]
-        has_ev = any((src, int(r["line"])) in evidence_spots for r in lines)  # type: ignore[call-overload]
-        has_culprit = any(r.get("rank") in culprits for r in lines)
-        worst = max(SEVERITY_ORDER.get(str(r.get("severity")), 0) for r in lines)
-        return (0 if has_ev else 1, 0 if has_culprit else 1, -worst, natural_key(src))
+        r = info[src]
+        return (not r["ev"], not r["culprit"], -(r["sev"] or 0), natural_key(src))
 
-    chosen = sorted(per_source, key=priority)[:max_sources]
+    chosen = sorted(info, key=priority)[:max_sources]
     out: list[Excerpt] = []
-    for src in sorted(chosen, key=priority):
-        lines = per_source[src]
-        keyed = []
-        for r in lines:
-            line_no = int(r["line"])  # type: ignore[call-overload]
-            is_ev = (src, line_no) in evidence_spots
-            keyed.append(
-                (0 if is_ev else 1, -SEVERITY_ORDER.get(str(r.get("severity")), 0), line_no, r, is_ev)
-            )
-        keep = sorted(keyed, key=lambda k: (k[0], k[1], k[2]))[:max_lines]
-        keep.sort(key=lambda k: k[2])
+    for src in chosen:
+        part = (
+            rows.filter(pl.col("source") == src)
+            .sort(["ev", "sev", "line"], descending=[True, True, False])
+            .head(max_lines)
+            .sort("line")
+        )
         ex_lines: list[ExcerptLine] = []
         prev: int | None = None
-        for _a, _b, line_no, r, is_ev in keep:
+        for r in part.iter_rows(named=True):
+            line_no = int(r["line"])
             ex_lines.append(
                 ExcerptLine(
                     line=line_no,
-                    text=str(r.get("text") or ""),
-                    severity=str(r.get("severity") or "info"),
-                    pattern=str(r.get("pattern") or ""),
-                    evidence=is_ev,
+                    text=str(r["text"] or ""),
+                    severity=str(r["severity"] or "info"),
+                    pattern=str(r["pattern"] or ""),
+                    evidence=bool(r["ev"]),
                     gap_before=prev is not None and line_no != prev + 1,
                 )
             )
             prev = line_no
-        ranks = tuple(sorted({int(r["rank"]) for r in lines if r.get("rank") is not None}))  # type: ignore[call-overload]
-        out.append(Excerpt(src, tuple(ex_lines), ranks, hidden=len(lines) - len(keep)))
-    return out, len(per_source) - len(chosen)
+        meta = info[src]
+        out.append(
+            Excerpt(
+                src, tuple(ex_lines), tuple(int(x) for x in meta["ranks"]), hidden=meta["n"] - part.height
+            )
+        )
+    return out, len(info) - len(chosen)
 
 
 def anchor_id(source: str, line: int) -> str:
