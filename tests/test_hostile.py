@@ -148,9 +148,6 @@ def test_utf16(tmp_path: Path, codec: str, bom: bool) -> None:
 
 
 @pytest.mark.slow
-@pytest.mark.xfail(
-    strict=True, reason="reader: only the first chunk of a UTF-16 file is decoded (see docs/robustness.md)"
-)
 def test_utf16_larger_than_one_chunk(tmp_path: Path) -> None:
     n = 1_100_000  # about 75 MiB in UTF-16, several reader chunks
     body = "".join(f"filler line NCCL INFO number {i}\n" for i in range(n)) + watchdog() + "\n"
@@ -408,9 +405,6 @@ def test_truncated_gz(tmp_path: Path) -> None:
     assert r["rank1.log.gz"].endswith("decompressed bytes; the rest is unread")
 
 
-@pytest.mark.xfail(
-    strict=True, reason="reader: a failing gzip read discards its whole block (see docs/robustness.md)"
-)
 def test_truncated_gz_keeps_what_was_decompressed(tmp_path: Path) -> None:
     """A log compressed by a killed job: the readable head is analysed, not thrown away."""
     whole = _gz(20000)

@@ -58,3 +58,16 @@ def test_high_volume_lines_keep_the_last_of_each_file() -> None:
     # The file's last TAIL_LINES lines are always kept; the SAMPLED_KEEP before them are the sample.
     assert opcount_lines == list(range(1002 - SAMPLED_KEEP - TAIL_LINES, 1002))
     assert read.stats[0].sampled_out == 1000 - SAMPLED_KEEP - TAIL_LINES
+
+
+@pytest.mark.parametrize("encoding", ["utf-16", "utf-16-le", "utf-16-be"])
+def test_utf16_with_and_without_bom(encoding: str) -> None:
+    text = "step 1\nhost:1:1 [0] misc/socket.cc:50 NCCL WARN socket error\n"
+    read = read_sources([Source(name="r.log", data=text.encode(encoding))], KEYWORDS)
+    assert read.lines.filter(read.lines["text"].str.contains("NCCL WARN"))["line"].to_list() == [2]
+    assert read.stats[0].encoding == encoding
+
+
+def test_a_file_of_nul_bytes_is_binary() -> None:
+    read = read_sources([Source(name="core.bin", data=b"\x00" * 10000)], KEYWORDS)
+    assert [s.reason for s in read.stats[0].skipped] == ["binary file (not text)"]

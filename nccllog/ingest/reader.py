@@ -8,9 +8,9 @@ Everything else is only counted.
 
 from __future__ import annotations
 
+import codecs
 import contextlib
 import functools
-import gzip
 import io
 import itertools
 import zlib
@@ -26,6 +26,7 @@ from nccllog.ingest.sources import Source
 from nccllog.model import Skipped
 
 CHUNK_BYTES = 32 * 1024 * 1024
+GZ_READ_BYTES = 64 * 1024  # compressed bytes per read (bounds what one read can inflate to)
 MAX_LINE_BYTES = 1024 * 1024  # longer lines are cut here for analysis (and counted)
 TAIL_LINES = 3
 DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3
@@ -106,6 +107,11 @@ def read_sources(
             first = next(blocks, None)
             if first is None:
                 continue
+            encoding = _utf16(first)
+            if encoding is not None:
+                st.encoding = encoding
+                blocks = _transcode(itertools.chain((first,), blocks), encoding, st)
+                first = next(blocks, b"")
             second = next(blocks, None)
             if second is None:
                 data = _first_chunk(first, st)
@@ -310,28 +316,40 @@ def _read_chunked(
     return [out.with_columns(pl.lit(src.name).alias("source")).select(CANDIDATE_COLUMNS)]
 
 
+def _utf16(first: bytes) -> str | None:
+    """The UTF-16 flavour of a file from its first block (BOM, or NUL in every other byte), else None."""
+    if first[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        return "utf-16"
+    head = first[:8192]
+    if len(head) < 4:
+        return None
+    odd, even = head[1::2].count(b"\x00"), head[0::2].count(b"\x00")
+    # ASCII text in UTF-16 has a NUL in every other byte, and only there (a file of NULs is binary).
+    if odd > len(head) // 3 and even < len(head) // 8:
+        return "utf-16-le"
+    if even > len(head) // 3 and odd < len(head) // 8:
+        return "utf-16-be"
+    return None
+
+
+def _transcode(blocks: Iterator[bytes], encoding: str, st: FileStats) -> Iterator[bytes]:
+    """Re-encode every block of a UTF-16 file as UTF-8 (incrementally: pairs may straddle blocks)."""
+    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
+    for block in blocks:
+        text = decoder.decode(block)
+        st.decode_replacements += text.count("\ufffd")
+        yield text.encode("utf-8", "surrogatepass")
+    tail = decoder.decode(b"", final=True)
+    if tail:
+        yield tail.encode("utf-8", "surrogatepass")
+
+
 def _first_chunk(chunk: bytes, st: FileStats) -> bytes | None:
-    """Detect UTF-16 and binary files from their first chunk; None means skip the file."""
-    if chunk[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        st.encoding = "utf-16"
-        try:
-            return chunk.decode("utf-16").encode("utf-8")
-        except UnicodeDecodeError:
-            st.skipped.append(Skipped(source=st.source, reason="UTF-16 file that does not decode"))
-            return None
+    """Skip binary files, judged by their first chunk; None means skip the file."""
     head = chunk[:8192]
-    if head:
-        nul = head.count(b"\x00")
-        # UTF-16 without a BOM: every other byte is NUL.
-        if nul > len(head) // 3 and head[1::2].count(b"\x00") > len(head) // 3:
-            try:
-                st.encoding = "utf-16-le"
-                return chunk.decode("utf-16-le").encode("utf-8")
-            except UnicodeDecodeError:
-                pass
-        if len(head.translate(None, _TEXT_BYTES)) > len(head) * 0.3:
-            st.skipped.append(Skipped(source=st.source, reason="binary file (not text)"))
-            return None
+    if head and len(head.translate(None, _TEXT_BYTES)) > len(head) * 0.3:
+        st.skipped.append(Skipped(source=st.source, reason="binary file (not text)"))
+        return None
     return chunk
 
 
@@ -427,32 +445,42 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
 
 
 def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
+    """Decompress gzip data (several members allowed) in blocks, streaming, so that a truncated or
+    corrupt archive still yields everything before the damage, and a bomb stops at the limit."""
     total = 0
-    gz = gzip.GzipFile(fileobj=raw)
-    consumed = 0
+    out = bytearray()
+    inflate = zlib.decompressobj(wbits=31)
     while True:
+        piece = raw.read(GZ_READ_BYTES)
+        if st.on_bytes is not None:
+            st.on_bytes(len(piece))
         try:
-            block = gz.read(CHUNK_BYTES)
-        except (EOFError, OSError, zlib.error) as exc:
+            if not piece:
+                out += inflate.flush()
+                if not inflate.eof and (total or out or inflate.unconsumed_tail):
+                    raise EOFError
+                break
+            data = inflate.decompress(piece, max(max_decompressed - total - len(out) + 1, 1))
+            while inflate.eof and inflate.unused_data:  # the next gzip member
+                rest = inflate.unused_data
+                inflate = zlib.decompressobj(wbits=31)
+                data += inflate.decompress(rest)
+        except (EOFError, zlib.error) as exc:
+            if out:
+                yield bytes(out)
             what = "truncated" if isinstance(exc, EOFError) else "corrupt"
             st.skipped.append(
                 Skipped(
                     source=src.name,
-                    reason=f"{what} gzip data after {total} decompressed bytes; the rest is unread",
+                    reason=f"{what} gzip data after {total + len(out)} decompressed bytes; the rest is unread",
                 )
             )
             return
-        if not block:
-            return
-        total += len(block)
-        if st.on_bytes is not None:
-            pos = raw.tell()
-            st.on_bytes(pos - consumed)
-            consumed = pos
-        if total > max_decompressed:
-            keep = len(block) - (total - max_decompressed)
-            if keep > 0:
-                yield block[:keep]
+        out += data
+        if total + len(out) > max_decompressed:
+            out = out[: max_decompressed - total]
+            if out:
+                yield bytes(out)
             st.skipped.append(
                 Skipped(
                     source=src.name,
@@ -460,4 +488,9 @@ def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed
                 )
             )
             return
-        yield block
+        if len(out) >= CHUNK_BYTES:
+            total += len(out)
+            yield bytes(out)
+            out = bytearray()
+    if out:
+        yield bytes(out)
