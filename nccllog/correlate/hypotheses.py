@@ -22,7 +22,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG, int_list
 from nccllog.correlate.network import AddressBook
-from nccllog.correlate.ranks_state import Failure, RankState
+from nccllog.correlate.ranks_state import Failure, RankState, failure_order
 from nccllog.match.library import Library
 from nccllog.model import Coverage, Evidence, Hypothesis
 
@@ -838,7 +838,7 @@ def failstop(ctx: Context) -> list[Draft]:
     earliest_any = min((f.time for f in fails if f.time is not None), default=None)
     drafts = []
     for cat, fs in groups.items():
-        fs.sort(key=_order)
+        fs.sort(key=failure_order)
         lead = fs[0]
         ranks = sorted({f.rank for f in fs if f.rank is not None})
         hosts = sorted({f.host for f in fs if f.rank is None and f.host})
@@ -901,11 +901,6 @@ def failstop(ctx: Context) -> list[Draft]:
         d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
         drafts.append(d)
     return drafts
-
-
-def _order(f: Failure) -> tuple[int, float, int]:
-    t = f.time
-    return (0 if t is not None else 1, t.timestamp() if t is not None else 0.0, int(f.row["_i"]))
 
 
 def _named_ranks(fs: list[Failure]) -> list[int]:
@@ -1169,7 +1164,7 @@ def _peer_fault(
     ]
     t_net = min((r["ctime"] for r in rows if r["ctime"] is not None), default=None)
     if died:
-        f = sorted(died, key=_order)[0]
+        f = sorted(died, key=failure_order)[0]
         if f.time is None or t_net is None or f.time <= t_net:
             d.score *= 0.5
             d.after = True

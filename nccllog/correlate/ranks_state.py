@@ -430,9 +430,9 @@ def rank_states(
     out: dict[int, RankState] = {}
     for rank in sorted(set(per) | set(expected)):
         d = per.get(rank, {})
-        rank_fails = sorted(fails.get(rank, []), key=_failure_order)
+        rank_fails = sorted(fails.get(rank, []), key=failure_order)
         primary = [f for f in rank_fails if not f.after_hang and f.weight >= 0.3]
-        best = sorted(primary, key=lambda f: (-f.weight, _failure_order(f)))[0] if primary else None
+        best = sorted(primary, key=lambda f: (-f.weight, failure_order(f)))[0] if primary else None
         out[rank] = RankState(
             rank=rank,
             host=d.get("host") or book.rank_host.get(rank),
@@ -512,6 +512,7 @@ def _after_hang(r: dict[str, Any], d: Mapping[str, Any]) -> bool:
     return False
 
 
-def _failure_order(f: Failure) -> tuple[int, float, int]:
+def failure_order(f: Failure) -> tuple[int, float, int]:
+    """Sort key: timestamped failures first, by time; then the rest in file order."""
     t = f.time
     return (0 if t is not None else 1, t.timestamp() if t is not None else 0.0, int(f.row["_i"]))
