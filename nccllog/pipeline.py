@@ -54,8 +54,8 @@ def analyze(
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
         raise InputError(_nothing([*skipped, *(s for st in read.stats for s in st.skipped)]))
     matched = match_lines(read.lines, lib)
-    events, topology = resolve(matched.events)
-    coverage = _coverage(read, matched, events, skipped)
+    events, topology = resolve(matched.events, {st.source: st.mtime for st in read.stats if st.mtime})
+    coverage = _coverage(read, matched, events, skipped, topology.notes)
     incident = diagnose(
         events,
         topology,
@@ -80,7 +80,10 @@ def attribute(
     lib = load_library(patterns or ())
     sources, _ = _sources(inputs, stdin)
     read = read_sources(sources, prefilter_keywords(lib), sampled=sampled_keywords(lib), keep_all=True)
-    events, _topology = resolve(match_lines(read.lines, lib, keep_unmatched=True).events)
+    events, _topology = resolve(
+        match_lines(read.lines, lib, keep_unmatched=True).events,
+        {st.source: st.mtime for st in read.stats if st.mtime},
+    )
     return events.sort("source", "line")
 
 
@@ -110,7 +113,11 @@ def _sources(
 
 
 def _coverage(
-    read: ReadResult, matched: MatchResult, events: pl.DataFrame, skipped: list[Skipped]
+    read: ReadResult,
+    matched: MatchResult,
+    events: pl.DataFrame,
+    skipped: list[Skipped],
+    resolver_notes: Sequence[str] = (),
 ) -> Coverage:
     all_skipped = list(skipped)
     for st in read.stats:
@@ -122,7 +129,7 @@ def _coverage(
         if events.height
         else 0
     )
-    notes = []
+    notes = list(resolver_notes)
     if matched.overflow_fields:
         notes.append(f"{matched.overflow_fields} numeric field(s) did not fit in 64 bits and were left empty")
     sampled_out = sum(st.sampled_out for st in read.stats)

@@ -71,7 +71,9 @@ _IPV4 = re.compile(
     r"(?<![\w.])(?:(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)\.){3}(?:25[0-5]|2[0-4]\d|1\d\d|[1-9]?\d)(?![\w]|\.\d)"
 )
 _IPV6 = re.compile(
-    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:[0-9A-Fa-f]{1,4}|(?:\d{1,3}\.){3}\d{1,3})?(?:%[\w.]+)?(?![\w:])"
+    # The IPv4-mapped form (::ffff:10.1.0.17, as NCCL prints RoCE GIDs) is tried first, and a match
+    # may not stop before a dot and a digit, so that no tail of an embedded IPv4 address is left behind.
+    r"(?<![\w:.])(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:\d{1,3}\.){3}\d{1,3}|[0-9A-Fa-f]{1,4})?(?:%[\w.]+)?(?![\w:]|\.\d)"
 )
 _HOME = re.compile(
     r"(?:/home|/Users|/users|/u|/scratch|/nfs/home|/data/home|\\Users)[/\\]([A-Za-z_][\w.-]{0,63})(?=[/\\\s'\":]|$)"

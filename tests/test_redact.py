@@ -227,3 +227,14 @@ def test_property_redaction_removes_and_is_idempotent(case: tuple[str, str, str,
 def test_property_never_raises_and_idempotent(text: str) -> None:
     once = redact_text(text)
     assert redact_text(once) == once
+
+
+def test_ipv4_mapped_ipv6_gids_are_redacted_whole() -> None:
+    from nccllog.redact import redact_text
+
+    # NCCL prints RoCE GIDs as IPv4-mapped IPv6, with and (2.20+) without a space after remoteGids.
+    text = "localGid ::ffff:10.1.0.17 remoteGids::ffff:10.1.0.21 peer fe80::1<40917>; see 2001:db8::1."
+    out = redact_text(text)
+    for original in ("10.1.0.17", "10.1.0.21", "1.0.17", "fe80::1", "2001:db8::1"):
+        assert original not in out, out
+    assert redact_text(out) == out

@@ -89,10 +89,10 @@ def _frameworks(ev: pl.DataFrame, d: Detected, producers: Counter[str]) -> None:
         if producers.get(prod):
             d.add(name, f"{name} log lines ({prod}.* patterns)")
     if "framework" in ev.columns:
-        for fw in ev["framework"].drop_nulls().unique().to_list():
+        for fw in ev["framework"].drop_nulls().unique().sort().to_list():
             key = _ENGINES.get(str(fw).lower(), str(fw).lower())
             d.add(key, f"a line printed by {fw}")
-    texts = ev.select("pattern", "text").unique(subset="text").iter_rows()
+    texts = ev.select("pattern", "text").unique(subset="text", maintain_order=True).iter_rows()
     for pat, text in texts:
         if not text:
             continue
@@ -157,7 +157,9 @@ def _versions(ev: pl.DataFrame, d: Detected, library: Library | None) -> None:
         drv = sorted(set(ev["cuda_driver"].drop_nulls().to_list()))
         if drv:
             d.versions["cuda driver"] = tuple(driver_text(v) for v in drv)
-    torch_seen = ev["torch_version"].drop_nulls().unique().to_list() if "torch_version" in ev.columns else []
+    torch_seen = (
+        ev["torch_version"].drop_nulls().unique().sort().to_list() if "torch_version" in ev.columns else []
+    )
     if torch_seen:
         d.versions["torch"] = tuple(sorted(torch_seen))
         d.torch = parse_version(d.versions["torch"][0])
@@ -183,7 +185,7 @@ def torch_range(ev: pl.DataFrame, library: Library) -> tuple[Version, Version] |
     lo: Version = (0,)
     hi: Version = (99,)
     seen = False
-    for pid in ev["pattern"].drop_nulls().unique().to_list():
+    for pid in ev["pattern"].drop_nulls().unique().sort().to_list():
         pat = library.get(pid)
         m = _TORCH_RANGE.match(pat.versions) if pat else None
         if not m:

@@ -28,7 +28,7 @@ def collect_timeouts(ev: pl.DataFrame) -> list[Timeout]:
             (pl.col("signal") == "work_status") & pl.col("seq").is_not_null() & pl.col("pgk").is_not_null()
         )
         .select("rank", "seq", ws_pg=pl.col("pgk"))
-        .unique(subset=["rank", "seq"], keep="first")
+        .unique(subset=["rank", "seq"], keep="first", maintain_order=True)
     )
     wd = ev.filter(pl.col("signal") == "collective_timeout").join(
         status, on=["rank", "seq"], how="left", nulls_equal=False
@@ -195,7 +195,9 @@ def align(timeouts: list[Timeout], world: tuple[int, ...], members: dict[str, se
 def group_members(ev: pl.DataFrame) -> dict[str, set[int]]:
     """Ranks the logs show in each process group (lines carrying that group's prefix)."""
     rows = (
-        ev.filter(pl.col("pgk").is_not_null() & pl.col("rank").is_not_null()).select("pgk", "rank").unique()
+        ev.filter(pl.col("pgk").is_not_null() & pl.col("rank").is_not_null())
+        .select("pgk", "rank")
+        .unique(maintain_order=True)
     )
     out: dict[str, set[int]] = {}
     for pg, rank in rows.iter_rows():

@@ -110,7 +110,7 @@ def build(ev: pl.DataFrame, topology: Topology, world: tuple[int, ...]) -> Addre
     for ip, host in (
         ev.filter(pl.col("ip").is_not_null() & pl.col("host").is_not_null())
         .select("ip", "host")
-        .unique()
+        .unique(maintain_order=True)
         .iter_rows()
     ):
         ip_host.setdefault(strip_port(ip), host)

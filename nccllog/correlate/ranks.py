@@ -50,6 +50,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass, field
 from datetime import datetime
 from typing import Any
@@ -244,19 +245,25 @@ class _Facts:
         return chosen[0], chosen[1], conflicts
 
 
-def resolve(events: pl.DataFrame) -> tuple[pl.DataFrame, Topology]:
-    """Fill rank/local_rank/host/pid/time/attribution from all the evidence and drop the internal columns."""
+def resolve(
+    events: pl.DataFrame, file_mtimes: Mapping[str, datetime] | None = None
+) -> tuple[pl.DataFrame, Topology]:
+    """Fill rank/local_rank/host/pid/time/attribution from all the evidence and drop the internal columns.
+
+    ``file_mtimes`` (source -> modification time) is the last resort for a missing year.
+    """
     if events.height == 0:
         out = events
         if "attribution" not in out.columns:
             out = out.with_columns(pl.lit(None, pl.String).alias("attribution"))
         return out.drop([c for c in out.columns if c.startswith("_")]), Topology()
-    return _Resolver(_with_internal(events)).run()
+    return _Resolver(_with_internal(events), file_mtimes or {}).run()
 
 
 class _Resolver:
-    def __init__(self, ev: pl.DataFrame) -> None:
+    def __init__(self, ev: pl.DataFrame, file_mtimes: Mapping[str, datetime]) -> None:
         self.ev = ev
+        self.file_mtimes = file_mtimes
         self.n = ev.height
         c = lambda name: _col(ev, name)  # noqa: E731
         self.source: list[str] = [s or "" for s in c("source")]
@@ -1095,7 +1102,7 @@ class _Resolver:
         src_ref = {k: _median(v) for k, v in by_src.items()}
         host_ref = {k: _median(v) for k, v in by_host.items()}
         all_ref = _median([self.time[i] for i in known]) if known else None
-        missing = 0
+        missing = from_mtime = 0
         for i in unknown:
             t: datetime = self.time[i]
             ref = src_ref.get(self.source[i])
@@ -1108,10 +1115,19 @@ class _Resolver:
                 y = _nearest_year(t, host_ref[oh])
             elif all_ref is not None:
                 y = _nearest_year(t, all_ref)
+            elif (mtime := self.file_mtimes.get(self.source[i])) is not None:
+                # A log is written before its file's last modification: the nearest year to it.
+                y = _nearest_year(t, mtime)
+                from_mtime += 1
             new = _with_year(t, y) if y is not None else None
             if new is None:
                 missing += 1
             self.out_time[i] = new
+        if from_mtime:
+            self.notes.append(
+                f"{from_mtime} timestamp(s) without a year (c10/glog MMDD or syslog form) took it from their "
+                "file's modification time: no line, path or host of the data set gives the year"
+            )
         if missing:
             self.notes.append(
                 f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) left empty: "

@@ -290,7 +290,7 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
     for r, h, lr in (
         ev.filter(pl.col("rank").is_not_null() & pl.col("local_rank").is_not_null())
         .select("rank", "host", "local_rank")
-        .unique()
+        .unique(maintain_order=True)
         .iter_rows()
     ):
         local.setdefault((h, lr), r)

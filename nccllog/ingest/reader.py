@@ -13,10 +13,12 @@ import contextlib
 import functools
 import io
 import itertools
+import os
 import zlib
 from collections.abc import Callable, Iterator, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
+from datetime import datetime
 from typing import Any
 
 import polars as pl
@@ -59,6 +61,7 @@ class FileStats:
     decode_replacements: int = 0
     truncated_lines: int = 0
     sampled_out: int = 0  # high-volume progress lines counted but not kept (see read_sources)
+    mtime: datetime | None = None  # the file's modification time (local), for years the lines omit
     skipped: list[Skipped] = field(default_factory=list)
     encoding: str = "utf-8"
     on_bytes: Callable[[int], None] | None = None  # progress: called with input bytes consumed
@@ -436,6 +439,8 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
         except OSError as exc:
             st.skipped.append(Skipped(source=src.name, reason=f"cannot open: {exc.strerror or exc}"))
             return
+        with contextlib.suppress(OSError, OverflowError, ValueError):
+            st.mtime = datetime.fromtimestamp(os.fstat(raw.fileno()).st_mtime)
     try:
         if src.compressed:
             yield from _gunzip(raw, src, st, max_decompressed)
