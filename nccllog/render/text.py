@@ -15,6 +15,7 @@ from typing import Any
 
 from rich import box
 from rich.console import Console, Group, RenderableType
+from rich.padding import Padding
 from rich.panel import Panel
 from rich.table import Table
 from rich.text import Text
@@ -98,26 +99,31 @@ def _verdict(incident: Incident) -> Panel:
 
 
 def _evidence(incident: Incident, width: int) -> RenderableType | None:
+    """Each evidence line under a one-line header (where, rank, time), the log text at full width:
+    paths are long and log lines longer, so side-by-side columns would squeeze both."""
     ev = view.all_evidence(incident)
     if not ev:
         return None
-    table = Table(box=None, show_header=False, padding=(0, 1), expand=False)
-    table.add_column("where", no_wrap=True, style="cyan")
-    table.add_column("line", overflow="fold")
+    items: list[RenderableType] = []
     for e in ev[:MAX_EVIDENCE]:
-        where = Text(clean(f"{e.source}:{e.line}", 60))
+        where = clean(f"{e.source}:{e.line}", 1000)
+        room = max(width - 24, 30)
+        if len(where) > room:  # keep the file name and line number; cut the front of the path
+            where = "…" + where[-(room - 1) :]
+        head = Text(where, style="cyan")
         if e.rank is not None:
-            where.append(f"\nrank {e.rank}", style="bold")
+            head.append(f"  rank {e.rank}", style="bold")
         if e.time:
-            where.append(f"\n{view.short_time(e.time)}", style="dim")
-        line = _t(e.text, limit=max(width * 3, 240))
+            head.append(f"  {view.short_time(e.time)}", style="dim")
+        body = _t(e.text, limit=max(width * 3, 240))
         if e.note:
-            line.append("\n")
-            line.append(clean(e.note, 200), style="italic dim")
-        table.add_row(where, line)
+            body.append("\n")
+            body.append(clean(e.note, 200), style="italic dim")
+        body.overflow = "fold"
+        items.append(Group(head, Padding(body, (0, 0, 0, 2))))
     more = len(ev) - MAX_EVIDENCE
     note = f"{view.plural(more, 'more line')} in --format html/json" if more > 0 else ""
-    return Group(_heading("Key evidence", note), table)
+    return Group(_heading("Key evidence", note), *items)
 
 
 def _timeline(incident: Incident, width: int) -> RenderableType | None:
