@@ -192,12 +192,21 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
 
 
 class _EventBuilder:
-    """Collects event rows column by column; pattern fields are stored sparsely (most are null)."""
+    """Collects event rows column by column; pattern fields are stored sparsely (most are null).
+
+    Every ``FLUSH_ROWS`` rows the Python lists become a polars frame: Python objects cost about
+    ten times the memory of the same values in polars.
+    """
 
     _BASE = (*EVENT_BASE_COLUMNS, *INTERNAL_SCHEMA)
+    FLUSH_ROWS = 32768
 
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
+        self.frames: list[pl.DataFrame] = []
+        self._reset()
+
+    def _reset(self) -> None:
         self.columns: dict[str, list[Any]] = {name: [] for name in self._BASE}
         self.fields: dict[str, list[tuple[int, Any]]] = {}
         self.n = 0
@@ -244,9 +253,12 @@ class _EventBuilder:
             if value is not None:
                 self.fields.setdefault(name, []).append((self.n, value))
         self.n += 1
+        if self.n >= self.FLUSH_ROWS:
+            self._flush()
 
-    def frame(self) -> pl.DataFrame:
-        """The events table with the full schema (every field column present)."""
+    def _flush(self) -> None:
+        if not self.n:
+            return
         data: dict[str, list[Any]] = {}
         for name in self.schema:
             if name in self.columns:
@@ -256,4 +268,12 @@ class _EventBuilder:
                 for i, value in self.fields.get(name, ()):
                     col[i] = value
                 data[name] = col
-        return pl.DataFrame(data, schema=self.schema)
+        self.frames.append(pl.DataFrame(data, schema=self.schema))
+        self._reset()
+
+    def frame(self) -> pl.DataFrame:
+        """The events table with the full schema (every field column present)."""
+        self._flush()
+        if not self.frames:
+            return pl.DataFrame(schema=self.schema)
+        return pl.concat(self.frames, how="vertical", rechunk=True)
