@@ -7,7 +7,10 @@ For each case it generates the tree once (cached), then runs, with a warm page c
 and prints wall time, the ratio to the baseline, peak RSS, lines/s and whether the verdict named
 the planted culprit.
 
-Usage: python bench/run.py [--cases 1024x1MiB,16384x64KiB,2048x1MiB,1024x1MiB.gz] [--json out.json]
+Usage: python bench/run.py [--cases 1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz] [--json out.json]
+
+"Twice the input" is measured two ways: the same job with logs twice as long (1024x2MiB: memory
+must stay flat) and twice the ranks (2048x1MiB: per-rank state grows with the ranks).
 """
 
 from __future__ import annotations
@@ -29,7 +32,7 @@ from bench.generate import _size, write_tree  # noqa: E402
 from nccllog.match.library import load_library  # noqa: E402
 from nccllog.match.matcher import prefilter_keywords  # noqa: E402
 
-DEFAULT_CASES = "1024x1MiB,16384x64KiB,2048x1MiB,1024x1MiB.gz"
+DEFAULT_CASES = "1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz"
 
 
 @dataclass
