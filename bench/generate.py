@@ -49,6 +49,7 @@ class Job:
         self.seq = 4000 + self.rng.randrange(2000)
         self.start = datetime(2026, 3, 14, 9, 0, 0)
         self.comm = f"0x{self.rng.getrandbits(64):016x}"
+        self.hang_at: datetime | None = None
 
     def host_of(self, rank: int) -> int:
         return rank // GPUS_PER_HOST
@@ -81,7 +82,7 @@ def _init_chatter(job: Job, rank: int) -> list[str]:
     lines = [
         _nccl(job, rank, f"Bootstrap : Using eth0:{job.ips[h]}<0>"),
         _nccl(job, rank, "NET/Plugin: No plugin found (libnccl-net.so)"),
-        _nccl(job, rank, f"cudaDriverVersion 12040"),
+        _nccl(job, rank, "cudaDriverVersion 12040"),
         _nccl(job, rank, f"NCCL version {NCCL_VERSION}+cuda12.4"),
         _nccl(job, rank, "NCCL_IB_HCA set by environment to mlx5_0,mlx5_1,mlx5_2,mlx5_3"),
         _nccl(job, rank, "NCCL_SOCKET_IFNAME set by environment to eth0"),
@@ -115,12 +116,19 @@ def _init_chatter(job: Job, rank: int) -> list[str]:
         lines.append(_nccl(job, rank, f"Ring {c:02d} : {prv} -> {rank} -> {nxt}", 7))
     lines.append(_nccl(job, rank, f"Trees [0] {nxt}/-1/-1->{rank}->{prv} [1] {nxt}/-1/-1->{rank}->{prv}", 7))
     for c in range(16):
-        lines.append(_nccl(job, rank, f"Channel {c:02d}/0 : {rank}[{lr}] -> {nxt}[{nxt % 8}] via P2P/CUMEM/read", 7))
+        lines.append(
+            _nccl(job, rank, f"Channel {c:02d}/0 : {rank}[{lr}] -> {nxt}[{nxt % 8}] via P2P/CUMEM/read", 7)
+        )
     lines += [
         _nccl(job, rank, "Connected all rings", 7),
         _nccl(job, rank, "Connected all trees", 7),
         _nccl(job, rank, "threadThresholds 8/8/64 | 8192/8/64 | 512 | 512", 7),
-        _nccl(job, rank, "32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer", 7),
+        _nccl(
+            job,
+            rank,
+            "32 coll channels, 32 collnet channels, 0 nvls channels, 32 p2p channels, 32 p2p channels per peer",
+            7,
+        ),
         _nccl(
             job,
             rank,
@@ -139,7 +147,9 @@ def _progress(job: Job, rank: int, step: int, when: datetime) -> list[str]:
         f"| tokens/s {90000 + r.randrange(9000)} | {when:%Y-%m-%d %H:%M:%S}",
     ]
     if step % 7 == 0:
-        bar = "".join(f"\rTraining: {p:3d}%|{'#' * (p // 10):<10}| {step}/{step + 100}" for p in range(0, 101, 25))
+        bar = "".join(
+            f"\rTraining: {p:3d}%|{'#' * (p // 10):<10}| {step}/{step + 100}" for p in range(0, 101, 25)
+        )
         out.append(bar)
     if step % 97 == 0:
         out.append(
@@ -178,7 +188,7 @@ def _failure_lines(job: Job, rank: int, when: datetime) -> list[str]:
         return []  # the straggler is silent
     t = when + timedelta(seconds=600, milliseconds=job.rng.randrange(900))
     elapsed = 600000 + job.rng.randrange(40, 900)
-    pg = "[PG ID 0 PG GUID 0(default_pg) Rank {r}]".format(r=rank)
+    pg = f"[PG ID 0 PG GUID 0(default_pg) Rank {rank}]"
     return [
         _c10(
             rank,
@@ -229,7 +239,11 @@ def write_tree(out: Path, ranks: int, file_size: int, failure: str, seed: int, l
                 body_size += len(s) + 1
         if failure == "straggler" and rank == job.culprit:
             lines = lines[: max(len(lines) - 40, 1)]  # it stopped earlier than everyone else
-        tail = _failure_lines(job, rank, when)
+        # Training is synchronous: the collective hangs at the same moment for every rank, so the
+        # watchdogs of all waiting ranks fire together (to within the watchdog's poll latency).
+        if job.hang_at is None:
+            job.hang_at = when
+        tail = _failure_lines(job, rank, job.hang_at)
         data = ("\n".join(lines + tail) + "\n").encode()
         if gz:
             path = path.with_name(path.name + ".gz")

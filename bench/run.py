@@ -28,9 +28,9 @@ from pathlib import Path
 
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
-from bench.generate import _size, write_tree  # noqa: E402
-from nccllog.match.library import load_library  # noqa: E402
-from nccllog.match.matcher import prefilter_keywords  # noqa: E402
+from bench.generate import _size, write_tree
+from nccllog.match.library import load_library
+from nccllog.match.matcher import prefilter_keywords
 
 DEFAULT_CASES = "1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz"
 
@@ -80,7 +80,9 @@ def _baseline(tree: Path, keywords: Path, gz: bool) -> tuple[str, float]:
     return cmd[0], _timed(cmd)[0]
 
 
-def _measured(cmd: list[str], cwd: str, cache: Path) -> tuple[float, float, subprocess.CompletedProcess[bytes]]:
+def _measured(
+    cmd: list[str], cwd: str, cache: Path
+) -> tuple[float, float, subprocess.CompletedProcess[bytes]]:
     """Run ``cmd``; return wall seconds, peak RSS in MiB (GNU time, else rusage), and the process."""
     gnu_time = shutil.which("time") or ("/usr/bin/time" if Path("/usr/bin/time").exists() else None)
     if gnu_time:
@@ -101,13 +103,26 @@ def run_case(cache: Path, case: str, failure: str, seed: int, keywords: Path) ->
     _baseline(tree, keywords, gz)
     name, base_s = _baseline(tree, keywords, gz)
     out = cache / "report.json"
-    cmd = [sys.executable, "-m", "nccllog", "analyze", str(tree), "--format", "json", "-o", str(out), "--quiet"]
+    cmd = [
+        sys.executable,
+        "-m",
+        "nccllog",
+        "analyze",
+        str(tree),
+        "--format",
+        "json",
+        "-o",
+        str(out),
+        "--quiet",
+    ]
     secs, rss, proc = _measured(cmd, str(Path(__file__).resolve().parent.parent), cache)
     if proc.returncode not in (0, 1):
         raise SystemExit(f"nccllog failed on {case}: {proc.stderr.decode(errors='replace')[-2000:]}")
     report = json.loads(out.read_text())
     v = report["verdict"]
-    ok = v["category"] == expected["category"] and sorted(v["culprit_ranks"]) == sorted(expected["culprit_ranks"])
+    ok = v["category"] == expected["category"] and sorted(v["culprit_ranks"]) == sorted(
+        expected["culprit_ranks"]
+    )
     lines = report["coverage"]["lines"]
     return Result(
         case=f"{case} {failure}",
