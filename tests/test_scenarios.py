@@ -69,4 +69,6 @@ def test_line_attribution(folder: Path) -> None:
         assert got["rank"] == want, f"{where} rank {got['rank']}, expected {want} ({got['attribution']})"
         if "target_rank" in check:
             target = got.get("target_rank")
-            assert target == check["target_rank"], f"{where} target_rank {target}, expected {check['target_rank']}"
+            assert target == check["target_rank"], (
+                f"{where} target_rank {target}, expected {check['target_rank']}"
+            )
