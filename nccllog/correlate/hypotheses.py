@@ -1127,7 +1127,10 @@ def _peer_fault(
     everywhere = n_top == len(edges)
     rows = [r for me, peer, r in edges if top in (me, peer)]
     reps = reporters_of.get(top, set())
-    ranks = ctx.book.ranks_on(top)
+    # "No route to host" / "Network is unreachable": the reporters have no path to that address
+    # (interface selection, routing), which says nothing against the processes behind it.
+    unroutable = all(_unroutable(r) for r in rows)
+    ranks = [] if unroutable else ctx.book.ranks_on(top)
     d = Draft(category=category, culprits=tuple(ranks), hosts=(top,), kind="network")
     d.score = (0.75 if ib else 0.6) + (0.05 if everywhere and len(edges) > 1 else 0.0)
     detail = _net_detail(rows)
@@ -1183,9 +1186,24 @@ def _peer_fault(
         d.rules_out.append(
             "Only status 5 (WR_FLUSH_ERR) was seen: the queue pair was already in error, a secondary symptom."
         )
+    if unroutable:
+        d.summary = (
+            f"{w.plural(len(reps) or len(rows), 'rank').capitalize()} on {w.plural(len(rep_hosts) or 1, 'host')} "
+            f"found no route to {top}'s address ({', '.join(a for a in addrs[:4] if a) or top}): the interface "
+            "NCCL chose for that address is not reachable from the other nodes."
+        )
+        d.rules_in.append(
+            "Every failure is 'no route' / 'unreachable': a routing or interface-selection problem "
+            "(NCCL_SOCKET_IFNAME), not a process or NIC that failed."
+        )
     d.evidence = [evidence(r) for r in _first(rows, 6)]
     d.remediation = _remediation(ctx.library, rows[:3])
     return d
+
+
+def _unroutable(r: dict[str, Any]) -> bool:
+    text = f"{r.get('error') or ''} {r.get('message') or ''}".lower()
+    return "no route to host" in text or "network is unreachable" in text
 
 
 RESTRICTIVE_ENV = {

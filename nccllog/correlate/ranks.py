@@ -104,6 +104,8 @@ _NAMED_PROC = regex.compile(
     r"|#\s+Rank\s+(?P<rank2>[0-9]+)(?:\s+Group\s+[0-9]+)?\s+Pid\s+(?P<pid2>[0-9]+)\s+on\s+(?P<host2>\S+)\s+device\s",
     regex.ASCII,
 )
+# DeepSpeed's global_rank_mapping: `'host': [8, 9, …]` entries (the launcher's authoritative map).
+_RANK_MAP_ENTRY = regex.compile(r"""['"](?P<host>[^'"]+)['"]\s*:\s*\[(?P<ranks>[0-9,\s]*)\]""", regex.ASCII)
 _SPAWN_BLOCK = regex.compile(r"-- Process (?P<n>[0-9]+) terminated with the following error:", regex.ASCII)
 _EXC_LINE = regex.compile(
     r"(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception|Interrupt)\b", regex.ASCII
@@ -115,6 +117,8 @@ _LAUNCHER_SRC = (
     "torch/multiprocessing/",
     "deepspeed/launcher/",
 )
+# Rank evidence that is the application's own word, weakest of all (see the module docstring).
+_APP_KINDS = ("app", "text")
 _LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.multiprocessing")
 
 
@@ -271,6 +275,12 @@ class _Resolver:
         self.signal = c("signal")
         self.lrank = _nonneg(c("rank"))
         self.rkind = c("_rank_kind")
+        # A line that names its writer's rank in its text (`rank 2/16 …`, `… on rank 2...`) is
+        # as weak as an application prefix: the application's word, not the launcher's.
+        for i, r in enumerate(_nonneg(c("own_rank"))):
+            if r is not None and self.lrank[i] is None:
+                self.lrank[i] = r
+                self.rkind[i] = "text"
         self.llocal = _nonneg(c("local_rank"))
         self.lhost = c("host")
         self.lpid = _nonneg(c("pid"))
@@ -301,6 +311,7 @@ class _Resolver:
         self.t_pid = _nonneg(c("target_pid"))
         self.t_host = c("target_host")
         self.f_world = _nonneg(c("world_size"), 1)
+        self.rank_map = c("rank_map")
         self.ndev = _nonneg(c("_nccl_dev"))
         self.cuda_dev = _nonneg(c("cuda_dev"))
         self.message = c("message")
@@ -460,6 +471,12 @@ class _Resolver:
             if self.t_pid[i] is not None and self.t_local[i] is not None and self.signal[i] != "init":
                 h = self._host_of(self.t_host[i]) if self.t_host[i] else self.hk[i]
                 self.local_facts[(h, self.t_pid[i])][self.t_local[i]] += 1
+        # nodes x processes per node (torchrun command line, verl trainer config) is a world size too
+        nproc = _nonneg(_col(self.ev, "nproc_per_node"), 1)
+        for i in range(self.n):
+            if nproc[i] is not None and self.f_world[i] is None and nproc[i] < 2**20:
+                nodes = nn[i] if nn[i] is not None and nn[i] < 2**20 else 1
+                self.f_world[i] = nodes * nproc[i]
         wf = Counter(x for x in self.f_world if x is not None and x > 0)
         for w, cnt in sorted(wf.items()):
             self.ws_evidence.append(f"world_size {w} printed on {cnt} line(s)")
@@ -503,13 +520,18 @@ class _Resolver:
         self.proc: dict[tuple[str | None, int], _Facts] = defaultdict(_Facts)
         for i in range(self.n):
             k = self.key[i]
+            if k is not None and self.lrank[i] is None and self.pgrank[i] is not None and self._default_pg(i):
+                # the default group's rank is the global rank (`what(): [PG 0 (default_pg) Rank 0]`)
+                self.proc[k].add(
+                    "direct",
+                    self.pgrank[i],
+                    f"rank {self.pgrank[i]} in the default process group on a line of pid {k[1]}",
+                )
             if k is None or self.lrank[i] is None:
                 continue
             kind = self.rkind[i] or "prefix"
-            if kind == "app":
-                self.proc[k].add(
-                    "app", self.lrank[i], f"application prefix 'Rank {self.lrank[i]}: ' of pid {k[1]}"
-                )
+            if kind in _APP_KINDS:
+                self.proc[k].add("app", self.lrank[i], f"{self._direct_text(i)} of pid {k[1]}")
             else:
                 self.proc[k].add("direct", self.lrank[i], self._direct_text(i, k))
         for k, ranks in self.comm_facts.items():
@@ -551,6 +573,8 @@ class _Resolver:
             return f"DeepSpeed log_dist [Rank {r}]"
         if kind == "app":
             return f"application prefix 'Rank {r}: '"
+        if kind == "text":
+            return f"the line names its writer: rank {r}"
         base = f"prefix [rank{r}]:"
         if k is not None:
             return f"{base} on a line of pid {k[1]}"
@@ -585,6 +609,7 @@ class _Resolver:
                 if lr is not None and h is not None:
                     self.node_local[(h, lr)][r] += 1
                     self.node_local_text.setdefault((h, lr, r), text)
+        self._rank_maps()
         rows = [
             i
             for i in range(self.n)
@@ -623,6 +648,26 @@ class _Resolver:
                 if pid is not None:
                     self.proc[(host, pid)].add(
                         "childfailed", r, f"torchrun ChildFailedError: pid {pid} on {hd} is rank {r}"
+                    )
+
+    def _rank_maps(self) -> None:
+        """DeepSpeed ``global_rank_mapping``: the i-th rank listed for a host is its local rank i."""
+        for i in range(self.n):
+            text = self.rank_map[i]
+            if not text:
+                continue
+            for m in _RANK_MAP_ENTRY.finditer(text):
+                h = self._host_of(m.group("host"))
+                if h is None:
+                    continue
+                self._learn_display(m.group("host"), False)
+                ranks = [int(x) for x in m.group("ranks").replace(",", " ").split() if len(x) < 10]
+                for lr, r in enumerate(ranks):
+                    self.rank_host_facts[r][h] += 1
+                    self.node_local[(h, lr)][r] += 1
+                    self.node_local_text.setdefault(
+                        (h, lr, r),
+                        f"DeepSpeed global_rank_mapping: local rank {lr} on {self._disp(h)} is rank {r}",
                     )
 
     def _files(self) -> None:
@@ -688,7 +733,7 @@ class _Resolver:
 
     def _line_rank(self, i: int) -> tuple[int | None, str]:
         """A global rank the line itself states (not the application prefix), with how."""
-        if self.lrank[i] is not None and (self.rkind[i] or "prefix") != "app":
+        if self.lrank[i] is not None and (self.rkind[i] or "prefix") not in _APP_KINDS:
             return self.lrank[i], self._direct_text(i)
         if self.pgrank[i] is not None and self._default_pg(i):
             return self.pgrank[i], f"rank {self.pgrank[i]} in the default process group ({self.pg[i]})"
@@ -882,6 +927,33 @@ class _Resolver:
             if target is not None and self.t_rank[i] is None:
                 why = f"{why}; the line is about {target[1]}"
             self.out_attr[i] = why
+        self._terminate_what()
+
+    def _terminate_what(self) -> None:
+        """libstdc++ prints `terminate called after throwing …` and `  what():  …` together from one
+        process: the first takes the rank of the second when only the second names it."""
+        by_unit: dict[str, dict[int, int]] = defaultdict(dict)
+        for i in range(self.n):
+            by_unit[self.unit[i]][self.line[i]] = i
+        for i in range(self.n):
+            msg = self.message[i] or ""
+            if self.out_rank[i] is not None or not msg.startswith("terminate called after throwing"):
+                continue
+            j = by_unit[self.unit[i]].get(self.line[i] + 1)
+            if (
+                j is None
+                or self.out_rank[j] is None
+                or not (self.message[j] or "").lstrip().startswith("what():")
+            ):
+                continue
+            if (self.hk[i], self.srun[i], self.llocal[i]) != (self.hk[j], self.srun[j], self.llocal[j]):
+                continue  # another node's or task's output interleaved between them
+            self.out_rank[i] = self.out_rank[j]
+            self.out_host[i] = self.out_host[i] or self.out_host[j]
+            self.out_attr[i] = (
+                f"the what() line right after it (line {self.line[j]}) is rank {self.out_rank[j]}: "
+                "libstdc++ prints both from one process"
+            )
 
     def _own_rank(
         self, i: int, key: tuple[str | None, int] | None, host_key: str | None, only_default: bool
@@ -1167,14 +1239,24 @@ class _Resolver:
             rank_host[r] = c.most_common(1)[0][0]
         ranks = {r for r in self.out_rank if r is not None}
         ws_dis = list(self.ws_disagree)
-        if self.world is not None and ranks and max(ranks) >= self.world:
-            ws_dis.append(f"rank {max(ranks)} is seen, beyond the world size {self.world}")
-        elif self.world is None and ranks:
+        # Several worlds of different sizes (an RL trainer and its weight-sync group, vLLM's own
+        # world, tensor-parallel subgroups): the job is the largest; every rank seen lies inside it.
+        printed = [w for w in self.f_world if w is not None and w > 0]
+        world = max([self.world or 0, *printed]) or None
+        if world is not None and self.world is not None and world != self.world:
+            ws_dis = [d for d in ws_dis if not d.startswith(f"world_size {world} printed")]
+            ws_dis.append(
+                f"the largest NCCL communicator has {self.world} ranks, but a world of {world} is printed"
+            )
+        if world is not None and ranks and max(ranks) >= world:
+            ws_dis.append(f"rank {max(ranks)} is seen, beyond the world size {world}")
+            world = max(ranks) + 1
+        elif world is None and ranks:
             self.ws_evidence.append(
                 f"no world size printed; ranks up to {max(ranks)} are seen (a lower bound)"
             )
         return Topology(
-            world_size=self.world,
+            world_size=world,
             world_size_evidence=tuple(self.ws_evidence),
             world_size_disagreements=tuple(ws_dis),
             pid_rank=pid_rank,

@@ -193,7 +193,10 @@ _PG = regex.compile(
     _A,
 )
 _EXC_HEAD = regex.compile(
-    r"  what\(\):  |(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception): ", _A
+    r"  what\(\):  |(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception): "
+    # Ray's C++ terminate handler: `[time E pid tid] logging.cc:108: Unhandled exception: T. what(): `
+    r"|(?:\[[^\]]{1,80}\] )?[A-Za-z0-9_.]+:[0-9]+: Unhandled exception: [A-Za-z0-9_:]+\. what\(\): ",
+    _A,
 )
 _EXC_RANK = regex.compile(
     r"NCCL communicator was aborted on rank (?P<r>[0-9]+)\."
