@@ -143,12 +143,12 @@ def rows(df: pl.DataFrame) -> list[dict[str, Any]]:
 
 
 def int_list(text: str | None) -> tuple[int, ...]:
-    """``"1, 5"`` / ``"[1, 5]"`` -> (1, 5); anything unparsable is skipped."""
+    """``"1, 5"`` / ``"[1, 5]"`` -> (1, 5); anything unparsable, negative or beyond 64 bits is skipped."""
     if not text:
         return ()
     out = []
     for part in text.replace("[", " ").replace("]", " ").replace(",", " ").split():
-        if part.lstrip("-").isdigit():
+        if part.isdigit() and int(part) < 2**63:
             out.append(int(part))
     return tuple(out)
 

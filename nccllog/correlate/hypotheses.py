@@ -686,7 +686,8 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         return [d]
     start = a.wait_start or a.first_time
     culprits = list(d.culprits)
-    alive = [r for r in culprits if _active_after(ctx.states[r], start)]
+    # A desync report may name ranks no other line knows of (no state): they cannot be shown alive.
+    alive = [r for r in culprits if r in ctx.states and _active_after(ctx.states[r], start)]
     phase = _phase_rows(ctx, culprits, start) if culprits else []
     small = bool(a.op and a.op.upper() == "BARRIER") or bool(
         a.by_rank
