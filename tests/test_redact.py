@@ -6,10 +6,8 @@ from __future__ import annotations
 import dataclasses
 import ipaddress
 import json
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 
 import pytest
@@ -26,16 +24,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 HOME = re.compile(r"/home/([A-Za-z_][\w.-]*)")
-
-
-@contextmanager
-def _inside(folder: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(old)
 
 
 def _present(value: str, text: str) -> bool:
@@ -114,7 +102,7 @@ def test_synthetic_no_original_survives() -> None:
 
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_fixture_no_original_survives(folder: Path) -> None:
-    with _inside(folder):
+    with chdir(folder):
         inc = nccllog.analyze("logs")
     _assert_clean(inc, _originals(inc), folder.name)
 

@@ -4,10 +4,8 @@ deterministic, inert log text, large jobs folded, the JSON contract complete."""
 from __future__ import annotations
 
 import json
-import os
 import re
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 from typing import Any
 
@@ -25,16 +23,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
 # What may never reach a terminal raw: C0 controls except newline, DEL, C1, bidi/line separators.
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
-
-
-@contextmanager
-def _inside(folder: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(old)
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +53,7 @@ def test_deterministic_synthetic(fmt: str) -> None:
 
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_every_fixture_every_format_deterministic(folder: Path) -> None:
-    with _inside(folder):
+    with chdir(folder):
         first = nccllog.analyze("logs")
         second = nccllog.analyze("logs")
     for fmt in FORMATS:
@@ -373,7 +361,7 @@ def test_generated_1024_rank_log_tree(tmp_path: Path) -> None:
     from synth import write_log_tree
 
     logs = write_log_tree(tmp_path, world=1024, per_host=8, culprit=517)
-    with _inside(tmp_path):
+    with chdir(tmp_path):
         incident = nccllog.analyze(logs.name)
     outs = {fmt: render(incident, fmt) for fmt in FORMATS}
     for fmt in FORMATS:

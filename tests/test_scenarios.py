@@ -3,10 +3,8 @@ ranks a careful human would give them."""
 
 from __future__ import annotations
 
-import os
 import tomllib
-from collections.abc import Iterator
-from contextlib import contextmanager
+from contextlib import chdir
 from pathlib import Path
 from typing import Any
 
@@ -20,16 +18,6 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
 
 
-@contextmanager
-def _inside(folder: Path) -> Iterator[None]:
-    old = Path.cwd()
-    os.chdir(folder)
-    try:
-        yield
-    finally:
-        os.chdir(old)
-
-
 def _expect(folder: Path) -> dict[str, Any]:
     return tomllib.loads((folder / "expect.toml").read_text(encoding="utf-8"))
 
@@ -37,7 +25,7 @@ def _expect(folder: Path) -> dict[str, Any]:
 @pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
 def test_verdict(folder: Path) -> None:
     want = _expect(folder)["expect"]
-    with _inside(folder):
+    with chdir(folder):
         incident = nccllog.analyze("logs")
     v = incident.verdict
     assert v.category == want["category"], f"{folder.name}: {v.category} ({v.summary})"
@@ -54,7 +42,7 @@ def test_line_attribution(folder: Path) -> None:
     checks = _expect(folder).get("lines", [])
     if not checks:
         pytest.skip("no attribution checks")
-    with _inside(folder):
+    with chdir(folder):
         rows = attribute("logs").to_dicts()
     for check in checks:
         hits = [

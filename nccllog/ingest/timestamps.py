@@ -186,17 +186,7 @@ def parse_timestamp(text: str) -> PartialTime | None:
             return from_iso_match(m)
         m = _SLASH.match(s)
         if m:
-            f = m.group("f") or ""
-            return make_time(
-                int(m.group("y")),
-                int(m.group("mo")),
-                int(m.group("d")),
-                int(m.group("h")),
-                int(m.group("mi")),
-                int(m.group("s")),
-                fraction_us(f),
-                bool(f),
-            )
+            return from_iso_match(m)
     m = _MMDD.match(s)
     if m:
         return from_mmdd(m.group("md"), m.group("h"), m.group("mi"), m.group("s"), m.group("f"))
