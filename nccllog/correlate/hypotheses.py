@@ -33,6 +33,8 @@ COLLECT_NEXT_TIME = (
     "one log file per rank (torchrun --log-dir, or --tee 3 / srun --label so every line carries its rank)",
 )
 # Words of long rank-local phases (checkpointing, evaluation, data preparation) in log messages.
+# A sub-step a phase line reports as this long (seconds) shows a rank busy with long work.
+LONG_STEP_S = 30.0
 PHASE_WORDS = (
     "checkpoint",
     "Checkpoint",
@@ -704,7 +706,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     cfg = Draft(category="config_timeout_too_short", culprits=d.culprits, hosts=d.hosts, kind="config")
     cfg.score = (
         0.3
-        + (0.3 if alive else 0.0)
+        + (0.3 if working else 0.0)
         + (0.15 if phase else 0.0)
         + (0.05 if small else 0.0)
         + (0.15 if sub else 0.0)
@@ -732,6 +734,12 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         cfg.rules_in.append(
             f"{w.ranks_phrase(alive, capital=True)} kept logging after the others started waiting: slow, not stuck."
         )
+    if steps and not alive:
+        took = ", ".join(f"{r['seconds']:.1f} s" for r in steps[-3:])
+        cfg.rules_in.append(
+            f"{who}'s last lines report steps of that phase finishing after minutes of work ({took}): "
+            "it was working through a long step, not stuck."
+        )
     if phase:
         cfg.rules_in.append(f"{who}'s last lines are about {doing}: a long rank-local step.")
         cfg.evidence.extend(evidence(r) for r in phase)
@@ -753,7 +761,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     ]
     # How the straggler reading fares against it.
     if alive or phase or sub:
-        d.score -= 0.15 if alive or sub else 0.05
+        d.score -= 0.15 if working or sub else 0.05
         d.rules_out.append(
             f"{who} was {'still logging' if alive else 'in ' + (doing or 'a long step')} while the others waited, "
             "which fits a timeout too short for legitimate work better than a hang."

@@ -211,7 +211,12 @@ _TQDM = regex.compile(
 _NCCLTESTS = regex.compile(r" \.\. (?P<host>[^\s:]+) pid (?P<pid>[0-9]+): ", _A)
 _NCCL_GRANK = regex.compile(r"\[Rank (?P<r>[0-9]+)\] nccl[A-Za-z]+ comm ", _A)
 _LOG_DIST = regex.compile(r"\[Rank (?P<r>[0-9]+)\] ", _A)
-_APP_RANK = regex.compile(r"Rank (?P<r>[0-9]+): |\[rank: (?P<l>[0-9]+)\] ", _A)
+_APP_RANK = regex.compile(
+    r"Rank (?P<r>[0-9]+): |\[rank: (?P<l>[0-9]+)\] "
+    # ColBERT print_message(f"[{rank}]", …): `[Mar 14, 09:13:42] [2] \t\t …`
+    r"|\[[A-Z][a-z]{2} [0-9]{2}, [0-9]{2}:[0-9]{2}:[0-9]{2}\] \[(?P<c>[0-9]+)\] ",
+    _A,
+)
 
 _IPV4 = regex.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}", _A)
 _HOSTNAME = regex.compile(r"[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9](?:[a-z0-9-]{0,62}))*", _A)
@@ -295,7 +300,7 @@ def _parse(text: str) -> LineAttrs:
             _read_pg(_PG.match(message), d)
         m = _APP_RANK.match(message)
         if m:
-            _set_rank(d, _int(m.group("r") or m.group("l")), "app")
+            _set_rank(d, _int(m.group("r") or m.group("l") or m.group("c")), "app")
     if "pg_rank" not in d and ("PG " in message or "[Rank " in message or "aborted on rank" in message):
         # the exception text of a watchdog abort starts with the PG prefix:
         # `  what():  [PG 0 (default_pg) Rank 9] …`, `DistBackendError: [Rank 2] …`
