@@ -22,7 +22,18 @@ def _expect(folder: Path) -> dict[str, Any]:
     return tomllib.loads((folder / "expect.toml").read_text(encoding="utf-8"))
 
 
-@pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
+def _cases(check: str) -> list[object]:
+    """One case per fixture; a fixture whose expect.toml records a known gap for this check runs as
+    a strict xfail (it fails loudly once the gap is closed, so the record must then go)."""
+    out: list[object] = []
+    for folder in SCENARIOS:
+        gap = _expect(folder).get("known_gaps", {}).get(check)
+        marks = [pytest.mark.xfail(strict=True, reason=gap)] if gap else []
+        out.append(pytest.param(folder, id=folder.name, marks=marks))
+    return out
+
+
+@pytest.mark.parametrize("folder", _cases("verdict"))
 def test_verdict(folder: Path) -> None:
     want = _expect(folder)["expect"]
     with chdir(folder):
@@ -37,7 +48,7 @@ def test_verdict(folder: Path) -> None:
         assert incident.world_size == want["world_size"]
 
 
-@pytest.mark.parametrize("folder", SCENARIOS, ids=[p.name for p in SCENARIOS])
+@pytest.mark.parametrize("folder", _cases("lines"))
 def test_line_attribution(folder: Path) -> None:
     checks = _expect(folder).get("lines", [])
     if not checks:
