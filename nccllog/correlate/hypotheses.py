@@ -1380,7 +1380,46 @@ def versions(ctx: Context) -> list[Draft]:
         d.rules_in.append(f"{name} versions differ across ranks: {parts}.")
         d.evidence = [evidence(r) for r in rows.filter(pl.col("rank").is_in(odd)).head(3).to_dicts()]
         drafts.append(d)
+    drafts.extend(_system_version(ctx))
     return drafts
+
+
+def _system_version(ctx: Context) -> list[Draft]:
+    """A host service that refused to start because its version does not match the driver (the
+    fabric manager of an NVSwitch node): the GPUs of that host cannot carry collectives, so every
+    rank there waits in the first one. A cause, not a rank fault."""
+    rows = ctx.ev.filter(
+        (pl.col("signal") == "version")
+        & (pl.col("category") == "version_mismatch")
+        & pl.col("severity").is_in(["error", "critical"])
+    )
+    if rows.height == 0:
+        return []
+    first = _first(rows.to_dicts(), 3)
+    hosts = sorted({r["host"] for r in rows.to_dicts() if r.get("host")})
+    lead = first[0]
+    d = Draft(category="version_mismatch", culprits=(), hosts=tuple(hosts), kind="system_version")
+    # Above the generic failure reading of the same line: this one says what the service is for.
+    d.score = 0.62
+    where = f" on {', '.join(hosts)}" if hosts else ""
+    versions_text = (
+        f" ({lead['local_version']} against driver {lead['remote_version']})"
+        if lead.get("local_version") and lead.get("remote_version")
+        else ""
+    )
+    d.summary = (
+        f"A GPU system service{where} did not start because its version does not match the loaded "
+        f"driver{versions_text}: the GPUs there cannot carry collectives, so the ranks wait in them. "
+        "This is a node setup problem, not a rank problem."
+    )
+    d.rules_in.append(f"{lead['pattern']}: {lead['message'].strip()[:200]}")
+    d.rules_out.append(
+        "An init or first-collective hang on every rank, with no rank failing first, is what a "
+        "node whose GPU fabric was never set up produces; no rank is to blame."
+    )
+    d.evidence = [evidence(r) for r in first]
+    d.remediation = _remediation(ctx.library, first)
+    return [d]
 
 
 # --------------------------------------------------------------------------- hangs without a watchdog
@@ -1461,6 +1500,7 @@ def stalls(ctx: Context) -> list[Draft]:
 
 
 STOP_WORDS = (
+    "^C",
     "SIGINT",
     "SIGTERM",
     "SIGKILL",
@@ -1593,6 +1633,28 @@ def startup_hang(ctx: Context) -> list[Draft]:
     d.rules_in.append("Init COMPLETE on every rank, no collective progress and no error afterwards.")
     d.evidence = [evidence(r) for r in complete.head(2).to_dicts()] + stop_ev
     if p2p:
+        d.evidence[:0] = [
+            evidence(r) for r in init.filter(pl.col("message").str.contains("via P2P")).head(1).to_dicts()
+        ]
+        # GPU peer traffic through PCIe switches (PIX/PXB), or P2P settings in play: the PCIe
+        # peer path (ACS, IOMMU) is the usual reason P2P connects and then never moves data.
+        switch = init.filter(pl.col("path_type").fill_null("").str.contains(r"\bPIX\b|\bPXB\b"))
+        p2p_env = ev.filter(
+            (pl.col("signal") == "env_setting") & pl.col("env_var").fill_null("").str.starts_with("NCCL_P2P")
+        )
+        if switch.height:
+            d.score += 0.1
+            d.rules_in.append(
+                f"NCCL's topology search routes GPU peer traffic through PCIe switches (type {switch['path_type'][0]}): "
+                "with ACS or an IOMMU (VT-d) active, switch-local peer transfers are redirected or dropped."
+            )
+            d.evidence.insert(1, evidence(switch.head(1).to_dicts()[0]))
+        if p2p_env.height:
+            d.rules_in.append(
+                "P2P settings were in play: "
+                + ", ".join(sorted({f"{r['env_var']}={r['env_value']}" for r in p2p_env.to_dicts()}))[:200]
+                + "."
+            )
         d.remediation = [
             "Test with NCCL_P2P_DISABLE=1: if it then runs, the P2P path is broken (PCIe ACS / IOMMU redirecting "
             "peer traffic); disable ACS on the PCIe switches or set iommu=pt.",
@@ -1654,7 +1716,7 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
 
 # --------------------------------------------------------------------------- verdict
 
-CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap", "startup")
+CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap", "startup", "system_version")
 SYMPTOM_KINDS = (
     "silent",
     "nobody",
