@@ -691,6 +691,14 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     # A desync report may name ranks no other line knows of (no state): they cannot be shown alive.
     alive = [r for r in culprits if r in ctx.states and _active_after(ctx.states[r], start)]
     phase = _phase_rows(ctx, culprits, start) if culprits else []
+    # Phase lines that report a finished sub-step of minutes ("… state dict took 118.28 secs"): the
+    # rank was working through a long step when last heard of, as good as seeing it keep logging.
+    steps = [
+        r
+        for r in phase
+        if r.get("signal") == "progress" and r.get("seconds") is not None and r["seconds"] >= LONG_STEP_S
+    ]
+    working = bool(alive or steps)
     small = bool(a.op and a.op.upper() == "BARRIER") or bool(
         a.by_rank
         and all(t.numel_in is not None and t.numel_in <= SMALL_NUMEL for t in a.by_rank.values() if t.primary)
