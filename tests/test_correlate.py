@@ -575,3 +575,19 @@ def test_outlier_picking() -> None:
     assert outliers.last_behind({0: 16, 1: 17}) == (0,)
     assert outliers.last_behind({0: 5, 1: 5}) == ()
     assert outliers.last_behind({0: 4, 1: 4, 2: 5}) == ()  # most are behind: the one ahead is the odd one
+
+
+def test_driver_hang_is_not_a_rank_problem() -> None:
+    """A hang whose process sleeps inside the GPU driver: the verdict names no rank."""
+    import nccllog
+
+    log = (
+        "[rank3]:[E1014 11:52:51.013275447 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=203441, OpType=GATHER, NumelIn=1, NumelOut=0, Timeout(ms)=600000) "
+        "ran for 600094 milliseconds before timing out.\n"
+        "    PID STAT     ELAPSED WCHAN                            CMD\n"
+        "   2871 Dl      03:02:05 os_acquire_spinlock              python3 -m vllm.entrypoints.openai.api_server\n"
+    )
+    v = nccllog.analyze_text(log).verdict
+    assert (v.category, v.culprit_ranks) == ("gpu_hardware_xid", ())
+    assert "not a rank problem" in v.summary

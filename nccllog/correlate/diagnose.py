@@ -130,6 +130,7 @@ def diagnose(
         hy.network,
         hy.bootstrap,
         hy.versions,
+        hy.driver_hang,
         hy.progress,
         hy.stalls,
         hy.startup_hang,

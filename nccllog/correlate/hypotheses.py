@@ -1430,6 +1430,34 @@ def _system_version(ctx: Context) -> list[Draft]:
     return [d]
 
 
+def driver_hang(ctx: Context) -> list[Draft]:
+    """The GPU driver stopped answering on a host (a process asleep inside the driver, nvidia-smi
+    failing): ranks that waited there were waiting on the driver, not on another rank. A cause,
+    even when it was only observed after the timeouts: a process cannot leave such a state."""
+    rows = ctx.ev.filter(pl.col("signal") == "driver_hang")
+    if rows.height == 0:
+        return []
+    found = rows.to_dicts()
+    first = _first(found, 3)
+    hosts = tuple(sorted({r["host"] for r in found if r.get("host")}))
+    d = Draft(category="gpu_hardware_xid", culprits=(), hosts=hosts, kind="driver_hang")
+    d.score = 0.6
+    where = f" on {', '.join(hosts)}" if hosts else ""
+    d.summary = (
+        f"The GPU driver{where} stopped answering (a process asleep inside the driver, or nvidia-smi "
+        "failing): the ranks waited on GPUs that were not running their work. This is a GPU or driver "
+        "problem, not a rank problem."
+    )
+    d.rules_in.extend(f"{r['pattern']}: {r['message'].strip()[:200]}" for r in first)
+    d.rules_out.append(
+        "A straggler or a mismatched collective would leave its own process running; a process in "
+        "uninterruptible sleep inside the driver cannot run at all, whatever rank it is."
+    )
+    d.evidence = [evidence(r) for r in first]
+    d.remediation = _remediation(ctx.library, first)
+    return [d]
+
+
 # --------------------------------------------------------------------------- hangs without a watchdog
 
 
@@ -1724,7 +1752,16 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
 
 # --------------------------------------------------------------------------- verdict
 
-CAUSE_KINDS = ("failstop", "network", "network_local", "p2p", "bootstrap", "startup", "system_version")
+CAUSE_KINDS = (
+    "failstop",
+    "network",
+    "network_local",
+    "p2p",
+    "bootstrap",
+    "startup",
+    "system_version",
+    "driver_hang",
+)
 SYMPTOM_KINDS = (
     "silent",
     "nobody",

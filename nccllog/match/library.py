@@ -33,6 +33,7 @@ SIGNALS: tuple[str, ...] = (
     "root_cause",
     "actor_died",
     "xid",
+    "driver_hang",
     "duplicate_gpu",
     "init",
     "version",
