@@ -198,12 +198,14 @@ class _Batch:
         df = pl.concat([df, per_line], how="horizontal")
         kept, frequent = _filter(df, self.keywords, self.keep_all, tail_from=pl.col("n") - TAIL_LINES)
         if not self.keep_all:
-            kept, frequent = _compact(kept), _compact(frequent)
+            kept = _compact(kept)
         self._count_truncated(df)
         if frequent.height:
             for fid, n in frequent.group_by("fid").len().iter_rows():
                 self.stats[fid].sampled_out += max(n - SAMPLED_KEEP, 0)
-            frequent = frequent.group_by("fid", maintain_order=True).tail(SAMPLED_KEEP).select(kept.columns)
+            frequent = _compact(
+                frequent.group_by("fid", maintain_order=True).tail(SAMPLED_KEEP).select(kept.columns)
+            )
             kept = pl.concat([kept, frequent]).sort("fid", "line")
         out = _with_keywords(kept, self.keywords)
         names = pl.Series("names", self.names, dtype=pl.String)
@@ -308,12 +310,13 @@ def _read_chunked(
         st.truncated_lines += df.filter(pl.col("text").str.len_bytes() > MAX_LINE_BYTES).height
         hits, frequent = _filter(df, keywords, keep_all, tail_from=pl.lit(line_no + n))
         if not keep_all:
-            hits, frequent = _compact(hits), _compact(frequent)
+            hits = _compact(hits)
         if hits.height:
             frames.append(hits)
         if frequent.height:
             frequent_seen += frequent.height
-            recent = pl.concat([recent, frequent]).tail(SAMPLED_KEEP) if recent is not None else frequent
+            frequent = _compact(frequent.tail(SAMPLED_KEEP))  # thin first: copying is the cost
+            recent = frequent if recent is None else pl.concat([recent, frequent]).tail(SAMPLED_KEEP)
         # The last chunk may hold fewer lines than the tail needs.
         last = _compact(df.tail(TAIL_LINES))
         tail = last if tail is None else pl.concat([tail, last]).tail(TAIL_LINES)
@@ -430,6 +433,7 @@ def _chunks(blocks: Iterator[bytes], st: FileStats) -> Iterator[bytes]:
 
 
 def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
+    size: int | None = None
     if src.data is not None:
         raw: io.BufferedIOBase = io.BytesIO(src.data)
     else:
@@ -440,14 +444,18 @@ def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes
             st.skipped.append(Skipped(source=src.name, reason=f"cannot open: {exc.strerror or exc}"))
             return
         with contextlib.suppress(OSError, OverflowError, ValueError):
-            st.mtime = datetime.fromtimestamp(os.fstat(raw.fileno()).st_mtime)
+            stat = os.fstat(raw.fileno())
+            size = stat.st_size if stat.st_size > 0 else None  # /proc-like files report 0
+            st.mtime = datetime.fromtimestamp(stat.st_mtime)
     try:
         if src.compressed:
             yield from _gunzip(raw, src, st, max_decompressed)
             return
         while True:
             try:
-                block = raw.read(CHUNK_BYTES)
+                # A file smaller than a chunk is read at its own size: asking for a whole chunk
+                # allocates 32 MiB per file and fragments the heap (peak memory grew with file size).
+                block = raw.read(CHUNK_BYTES if size is None or size > CHUNK_BYTES else -1)
             except OSError as exc:
                 st.skipped.append(
                     Skipped(source=src.name, reason=f"read error after {st.bytes} bytes: {exc}")
