@@ -146,9 +146,11 @@ def _progress(job: Job, rank: int, step: int, when: datetime) -> list[str]:
         f"[rank{rank}]:step {step:6d} | loss {2.0 + r.random():.4f} | lr 3.00e-04 | grad_norm {r.random() * 2:.3f} "
         f"| tokens/s {90000 + r.randrange(9000)} | {when:%Y-%m-%d %H:%M:%S}",
     ]
-    if step % 7 == 0:
+    if rank == 0 and step % 7 == 0:  # tqdm draws its bar on the main process only
         bar = "".join(
-            f"\rTraining: {p:3d}%|{'#' * (p // 10):<10}| {step}/{step + 100}" for p in range(0, 101, 25)
+            f"\rTraining: {p:3d}%|{'#' * (p // 10):<10}| {step + p}/{step + 100} [00:{p // 10:02d}<00:{10 - p // 10:02d},"
+            f"  9.87it/s]"
+            for p in range(0, 101, 25)
         )
         out.append(bar)
     if step % 97 == 0:

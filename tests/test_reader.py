@@ -71,3 +71,25 @@ def test_utf16_with_and_without_bom(encoding: str) -> None:
 def test_a_file_of_nul_bytes_is_binary() -> None:
     read = read_sources([Source(name="core.bin", data=b"\x00" * 10000)], KEYWORDS)
     assert [s.reason for s in read.stats[0].skipped] == ["binary file (not text)"]
+
+
+def test_only_the_last_progress_bar_redraw_is_matched() -> None:
+    from nccllog.match.library import load_library
+    from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+
+    lib = load_library()
+    bar = "".join(
+        f"\rTraining: {p:3d}%|{'#' * (p // 10):<10}| {p}/100 [00:0{p // 25}<00:05, 9.9it/s]"
+        for p in range(0, 101, 25)
+    )
+    data = (
+        bar
+        + "\rhost:1:1 [0] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer h<1>\n"
+    ).encode()
+    read = read_sources(
+        [Source(name="r.log", data=data)], prefilter_keywords(lib), sampled=sampled_keywords(lib)
+    )
+    events = match_lines(read.lines, lib).events
+    bars = events.filter(events["signal"] == "progress")
+    assert bars["step"].to_list() == [100]  # the last redraw only
+    assert "nccl.socket_closed_by_peer" in events["pattern"].to_list()  # other segments all stay

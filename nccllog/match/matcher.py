@@ -101,12 +101,13 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
         lines = lines.with_columns(kw_expr.alias("kw"))
     hits = lines.select("source", "line", "text", "kw")
     alert = list(ALERT_WORDS)
+    sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
     for source, line_no, text, kws in hits.iter_rows():
         fa = file_cache.get(source)
         if fa is None:
             fa = file_cache[source] = attrs_from_path(source)
-        for segment in _segments(text):
+        for segment in _segments(text, kws or [], sampled):
             candidates = _candidate_patterns(library, kws, segment)
             attrs: LineAttrs | None = None
             matched = False
@@ -145,13 +146,25 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
     )
 
 
-def _segments(text: str) -> list[str]:
-    """Split a physical line at bare carriage returns (tqdm redraws); drop ANSI escapes."""
+def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
+    """Split a physical line at bare carriage returns (tqdm redraws); drop ANSI escapes.
+
+    ``kws`` are the keywords found in the whole line. Of the redraws that carry only high-volume
+    keywords (``sampled``: progress bars), only the last is kept: one bar line can hold thousands
+    of redraws, and only where it stopped matters.
+    """
     if "\x1b" in text:
         text = _ANSI.sub("", text)
     if "\r" not in text:
         return [text]
-    return [s for s in text.split("\r") if s.strip()]
+    parts = [s for s in text.split("\r") if s.strip()]
+    frequent = [k for k in kws if k in sampled]
+    if len(parts) < 2 or not frequent:
+        return parts
+    others = [k for k in kws if k not in sampled]
+    redraw = [any(k in s for k in frequent) and not any(k in s for k in others) for s in parts]
+    last = max((i for i, r in enumerate(redraw) if r), default=-1)
+    return [s for i, s in enumerate(parts) if not redraw[i] or i == last]
 
 
 def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -> list[Pattern]:
