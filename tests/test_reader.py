@@ -93,3 +93,17 @@ def test_only_the_last_progress_bar_redraw_is_matched() -> None:
     bars = events.filter(events["signal"] == "progress")
     assert bars["step"].to_list() == [100]  # the last redraw only
     assert "nccl.socket_closed_by_peer" in events["pattern"].to_list()  # other segments all stay
+
+
+def test_high_volume_lines_are_thinned_per_writing_process() -> None:
+    # One console interleaving two processes' NCCL opCount lines: each keeps its own last lines.
+    lines = [
+        f"{i % 2}: node-a:{100 + i % 2}:{100 + i % 2} [0] NCCL INFO AllReduce: opCount {i // 2:x} sendbuff 0x1"
+        for i in range(200)
+    ]
+    lines[-1] = "0: node-a:100:100 [0] NCCL INFO AllReduce: opCount 7f sendbuff 0x1"  # pid 101 stops early
+    data = ("\n".join(lines) + "\nend\n").encode()
+    read = read_sources([Source(name="console.log", data=data)], KEYWORDS, sampled=[": opCount "])
+    kept = read.lines["text"].to_list()
+    for pid in ("100", "101"):
+        assert sum(f"node-a:{pid}:" in t for t in kept) >= SAMPLED_KEEP

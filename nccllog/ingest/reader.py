@@ -38,7 +38,10 @@ _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 
 BATCH_BYTES = 16 * 1024 * 1024  # larger batches cost memory (two are in flight) and gain no speed
-SAMPLED_KEEP = 16  # high-volume lines kept per file (the last ones): enough to see where it stopped
+SAMPLED_KEEP = 4  # high-volume lines kept per writing process of a file (the last ones)
+# The writer of an NCCL line (`host:pid:` of its `host:pid:tid [dev]` header), wherever the header
+# stands after launcher prefixes; lines without one are thinned per file.
+_WRITER = r"([\w.-]+:\d+):\d+ (?:\[\d+\] )?NCCL "
 PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
 CANDIDATE_SCHEMA: dict[str, Any] = {
     "source": pl.String,
@@ -88,7 +91,8 @@ def read_sources(
 
     The result has the columns source, line, text and kw (the keywords found in the line).
     Lines whose only keywords are ``sampled`` ones (high-volume progress lines such as NCCL's
-    per-collective ``opCount`` lines) are counted, and only the last ``SAMPLED_KEEP`` of each file
+    per-collective ``opCount`` lines) are counted, and only the last ``SAMPLED_KEEP`` of each writing
+    process of each file (one console may interleave many ranks' NCCL lines)
     are kept: they matter for where each rank stopped, not one by one.
     ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
@@ -201,12 +205,12 @@ class _Batch:
             kept = _compact(kept)
         self._count_truncated(df)
         if frequent.height:
-            for fid, n in frequent.group_by("fid").len().iter_rows():
-                self.stats[fid].sampled_out += max(n - SAMPLED_KEEP, 0)
-            frequent = _compact(
-                frequent.group_by("fid", maintain_order=True).tail(SAMPLED_KEEP).select(kept.columns)
-            )
-            kept = pl.concat([kept, frequent]).sort("fid", "line")
+            thinned = _thin(frequent, ["fid"])
+            for fid, seen in frequent.group_by("fid").len().iter_rows():
+                self.stats[fid].sampled_out += seen
+            for fid, left in thinned.group_by("fid").len().iter_rows():
+                self.stats[fid].sampled_out -= left
+            kept = pl.concat([kept, _compact(thinned.select(kept.columns))]).sort("fid", "line")
         out = _with_keywords(kept, self.keywords)
         names = pl.Series("names", self.names, dtype=pl.String)
         out = out.with_columns(pl.lit(names).gather(pl.col("fid")).alias("source"))
@@ -257,6 +261,19 @@ def _filter(
     return (
         both.filter(~pl.col("_frequent")).drop("_frequent"),
         both.filter(pl.col("_frequent")).drop("_frequent"),
+    )
+
+
+def _thin(frequent: pl.DataFrame, by: list[str]) -> pl.DataFrame:
+    """The last ``SAMPLED_KEEP`` high-volume lines of each writer (within ``by``), in line order."""
+    writer = pl.col("text").str.extract(_WRITER, 1).fill_null("").alias("_writer")
+    return (
+        frequent.with_columns(writer)
+        .group_by([*by, "_writer"], maintain_order=True)
+        .tail(SAMPLED_KEEP)
+        .drop("_writer")
+        .sort([*by, "line"])
+        .select(frequent.columns)
     )
 
 
@@ -315,15 +332,14 @@ def _read_chunked(
             frames.append(hits)
         if frequent.height:
             frequent_seen += frequent.height
-            frequent = _compact(frequent.tail(SAMPLED_KEEP))  # thin first: copying is the cost
-            recent = frequent if recent is None else pl.concat([recent, frequent]).tail(SAMPLED_KEEP)
+            frequent = _compact(_thin(frequent, []))  # thin first: copying is the cost
+            recent = frequent if recent is None else _thin(pl.concat([recent, frequent]), [])
         # The last chunk may hold fewer lines than the tail needs.
         last = _compact(df.tail(TAIL_LINES))
         tail = last if tail is None else pl.concat([tail, last]).tail(TAIL_LINES)
         line_no += n
     st.lines = line_no
     if recent is not None:
-        recent = recent.tail(SAMPLED_KEEP)
         st.sampled_out += frequent_seen - recent.height
         frames.append(recent)
     if tail is not None and not keep_all:
