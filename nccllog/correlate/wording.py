@@ -8,23 +8,22 @@ from datetime import datetime
 from nccllog.correlate.frame import DEFAULT_PG
 
 
-def rank_list(ranks: Iterable[int]) -> str:
-    """(0, 2, 3, 4, 7) -> ``"0,2-4,7"``."""
-    rs = sorted(set(ranks))
-    parts: list[str] = []
-    i = 0
-    while i < len(rs):
-        j = i
-        while j + 1 < len(rs) and rs[j + 1] == rs[j] + 1:
-            j += 1
-        if j == i:
-            parts.append(str(rs[i]))
-        elif j == i + 1:
-            parts.append(f"{rs[i]},{rs[j]}")
+def rank_runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
+    """(0, 2, 3, 4, 7) -> ``[(0, 0), (2, 4), (7, 7)]``: the runs of consecutive ranks."""
+    runs: list[tuple[int, int]] = []
+    for r in sorted(set(ranks)):
+        if runs and r == runs[-1][1] + 1:
+            runs[-1] = (runs[-1][0], r)
         else:
-            parts.append(f"{rs[i]}-{rs[j]}")
-        i = j + 1
-    return ",".join(parts)
+            runs.append((r, r))
+    return runs
+
+
+def rank_list(ranks: Iterable[int]) -> str:
+    """(0, 2, 3, 4, 7) -> ``"0,2-4,7"`` (a run of two is written out: ``"3,4"``)."""
+    return ",".join(
+        str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in rank_runs(ranks)
+    )
 
 
 def ranks_phrase(ranks: Iterable[int], *, capital: bool = False) -> str:

@@ -17,6 +17,7 @@ from datetime import datetime
 
 import polars as pl
 
+from nccllog.correlate.wording import rank_runs
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 
 CATEGORY_TITLES: dict[str, str] = {
@@ -67,15 +68,7 @@ def clean(text: str | None, limit: int | None = None) -> str:
 
 def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
     """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (at most ``limit`` runs, then ``…``)."""
-    values = sorted(set(ranks))
-    runs: list[str] = []
-    i = 0
-    while i < len(values):
-        j = i
-        while j + 1 < len(values) and values[j + 1] == values[j] + 1:
-            j += 1
-        runs.append(str(values[i]) if i == j else f"{values[i]}-{values[j]}")
-        i = j + 1
+    runs = [str(a) if a == b else f"{a}-{b}" for a, b in rank_runs(ranks)]
     if limit is not None and len(runs) > limit:
         return ", ".join(runs[:limit]) + ", …"
     return ", ".join(runs)
