@@ -360,6 +360,53 @@ def _run(
     sys.exit(_exit_code(incident, fail_on))
 
 
+@main.command("lines")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option("--rank", "ranks", type=int, multiple=True, help="Only lines of this global rank (repeatable).")
+@click.option("--host", "hosts", multiple=True, help="Only lines of this host (repeatable).")
+@click.option("--unattributed", is_flag=True, help="Only lines no rank could be given to.")
+@click.option("--matched", is_flag=True, help="Only lines that matched a pattern.")
+@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (source, line, rank, ...).")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors.")
+def lines_cmd(
+    inputs: Sequence[str],
+    ranks: Sequence[int],
+    hosts: Sequence[str],
+    unattributed: bool,
+    matched: bool,
+    as_json: bool,
+    traceback: bool,
+) -> None:
+    """List every line with the rank and host it was attributed to (and why), e.g. one rank's lines."""
+    import json
+
+    import polars as pl
+
+    from nccllog.pipeline import attribute
+    from nccllog.render.view import clean
+
+    stdin = _read_stdin() if "-" in inputs else None
+    rows = _guarded(attribute, traceback, list(inputs), stdin=stdin)
+    if ranks:
+        rows = rows.filter(pl.col("rank").is_in(list(ranks)))
+    if hosts:
+        rows = rows.filter(pl.col("host").is_in(list(hosts)))
+    if unattributed:
+        rows = rows.filter(pl.col("rank").is_null())
+    if matched:
+        rows = rows.filter(pl.col("pattern").is_not_null())
+    for r in rows.select("source", "line", "rank", "host", "pattern", "attribution", "text").iter_rows(
+        named=True
+    ):
+        if as_json:
+            click.echo(json.dumps(r, ensure_ascii=False, sort_keys=True))
+        else:
+            who = "-" if r["rank"] is None else f"rank {r['rank']}"
+            click.echo(
+                f"{clean(r['source'])}:{r['line']}\t{who}\t{clean(r['host'] or '-')}\t{clean(r['text'], 2000)}"
+            )
+
+
 @main.command("patterns")
 @click.option(
     "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."

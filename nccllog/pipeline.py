@@ -78,7 +78,9 @@ def attribute(
     Reads everything (no prefilter), so it is meant for inspecting a rank's lines, not for speed.
     """
     lib = load_library(patterns or ())
-    sources, _ = _sources(inputs, stdin)
+    sources, skipped = _sources(inputs, stdin)
+    if not sources:
+        raise InputError(_nothing(skipped))
     read = read_sources(sources, prefilter_keywords(lib), sampled=sampled_keywords(lib), keep_all=True)
     events, _topology = resolve(
         match_lines(read.lines, lib, keep_unmatched=True).events,

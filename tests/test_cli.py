@@ -282,3 +282,13 @@ def test_analyze_reports_progress(tmp_path: Path) -> None:
     seen: list[tuple[int, int]] = []
     nccllog.analyze(str(OOM / "logs"), progress=lambda done, total: seen.append((done, total)))
     assert seen[0][0] == 0 and seen[-1][0] == seen[-1][1] > 0
+
+
+def test_lines_lists_one_ranks_lines_with_their_attribution() -> None:
+    r = run(["lines", _oom_logs(), "--rank", "5", "--json"])
+    assert r.exit_code == 0, r.output
+    rows = [json.loads(x) for x in r.stdout.splitlines()]
+    assert rows and all(row["rank"] == 5 for row in rows)
+    assert any("CUDA out of memory" in row["text"] for row in rows)
+    assert all(row["attribution"] for row in rows)
+    assert run(["lines", "/no/such/dir"]).exit_code == 2
