@@ -306,6 +306,9 @@ class _Resolver:
         self.nranks = _nonneg(c("nranks"), 1)
         self.comm_id = c("comm_id")
         self.fld_ip = c("ip")
+        self.fld_master = c("master_addr")
+        self.fld_node_rank = c("node_rank")
+        self.fld_thost = c("target_host")
         self.t_rank = _nonneg(c("target_rank"))
         self.t_local = _nonneg(c("target_local_rank"))
         self.t_pid = _nonneg(c("target_pid"))
@@ -365,6 +368,14 @@ class _Resolver:
                 seen[self.fld_ip[i]].add(k)
             if self.ip[i] and "nccl" in self.layers[i]:
                 seen[self.ip[i]].add(k)
+        # A launch script on node rank 0 printing MASTER_ADDR says which host that address is.
+        for i in range(self.n):
+            master = self.fld_master[i]
+            if master and _is_ip(master) and self.fld_node_rank[i] == 0:
+                h = self.fld_thost[i] or self.lhost[i] or self.f_host[i]
+                k = self._learn_display(h, False)
+                if k is not None and not _is_ip(k):
+                    seen[master].add(k)
         self.ip_host: dict[str, str] = {}
         for ip, hosts in sorted(seen.items()):
             if len(hosts) == 1:
