@@ -591,3 +591,20 @@ def test_driver_hang_is_not_a_rank_problem() -> None:
     v = nccllog.analyze_text(log).verdict
     assert (v.category, v.culprit_ranks) == ("gpu_hardware_xid", ())
     assert "not a rank problem" in v.summary
+
+
+def test_absurd_rank_and_world_size_numbers_stay_bounded() -> None:
+    """Garbled lines claiming 10^12 ranks are no evidence: the per-rank tables stay small."""
+    import nccllog
+
+    log = (
+        "h:1:1 [0] NCCL INFO comm 0x1 rank 0 nranks 999999999999 cudaDev 0 busId 1000 - Init COMPLETE\n"
+        "[rank99999999999]:hello\n"
+        "Timed out after 901 seconds waiting for clients. 7/999999999999 clients joined.\n"
+        "[rank3]:[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+        "ran for 600128 milliseconds before timing out.\n"
+    )
+    incident = nccllog.analyze_text(log)
+    assert incident.world_size is not None and incident.world_size < 1000
+    assert len(incident.ranks) < 1000

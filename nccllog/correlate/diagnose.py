@@ -22,7 +22,7 @@ from nccllog.correlate import network, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
-from nccllog.correlate.ranks import Topology
+from nccllog.correlate.ranks import MAX_RANKS, Topology
 from nccllog.correlate.ranks_state import (
     RankState,
     classify_failures,
@@ -89,6 +89,8 @@ def diagnose(
     findings = findings_from_events(events, library)
     ev = classify_failures(prepare(events))
     world_size, why = infer_world(ev, topology)
+    if world_size is not None and world_size > MAX_RANKS:  # a garbled line, not a job size
+        world_size, why = None, ""
     seen = tuple(sorted({int(r) for r in ev["rank"].drop_nulls().unique().to_list()}))
     world = tuple(range(world_size)) if world_size else seen
     seen_set = set(seen)

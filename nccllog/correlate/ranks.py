@@ -178,9 +178,17 @@ def _col(df: pl.DataFrame, name: str) -> list[Any]:
     return df.get_column(name).to_list() if name in df.columns else [None] * df.height
 
 
-def _nonneg(values: list[Any], minimum: int = 0) -> list[Any]:
-    """Numbers below ``minimum`` (negative ranks, nranks 0 …) are no evidence: None."""
-    return [v if isinstance(v, int) and v >= minimum else None for v in values]
+# No job has this many ranks (the largest have ~10^5): a rank, group size or world size beyond
+# it is a garbled line, not evidence (and would make per-rank tables unbounded).
+MAX_RANKS = 1 << 20
+
+
+def _nonneg(values: list[Any], minimum: int = 0, maximum: int | None = MAX_RANKS) -> list[Any]:
+    """Numbers below ``minimum`` (negative ranks, nranks 0 …) or above ``maximum`` are no evidence: None."""
+    return [
+        v if isinstance(v, int) and v >= minimum and (maximum is None or v <= maximum) else None
+        for v in values
+    ]
 
 
 def _with_internal(events: pl.DataFrame) -> pl.DataFrame:
@@ -283,7 +291,7 @@ class _Resolver:
                 self.rkind[i] = "text"
         self.llocal = _nonneg(c("local_rank"))
         self.lhost = c("host")
-        self.lpid = _nonneg(c("pid"))
+        self.lpid = _nonneg(c("pid"), maximum=None)
         self.pg = c("pg")
         self.pgdesc = c("_pg_desc")
         self.pgrank = _nonneg(c("pg_rank"))
@@ -297,7 +305,7 @@ class _Resolver:
         self.f_rank = _nonneg(c("_file_rank"))
         self.f_local = _nonneg(c("_file_local_rank"))
         self.f_host = c("_file_host")
-        self.f_pid = _nonneg(c("_file_pid"))
+        self.f_pid = _nonneg(c("_file_pid"), maximum=None)
         self.f_ev = c("_file_evidence")
         self.f_year = c("_file_year")
         self.f_single = c("_file_single")
@@ -311,7 +319,7 @@ class _Resolver:
         self.fld_thost = c("target_host")
         self.t_rank = _nonneg(c("target_rank"))
         self.t_local = _nonneg(c("target_local_rank"))
-        self.t_pid = _nonneg(c("target_pid"))
+        self.t_pid = _nonneg(c("target_pid"), maximum=None)
         self.t_host = c("target_host")
         self.f_world = _nonneg(c("world_size"), 1)
         self.rank_map = c("rank_map")

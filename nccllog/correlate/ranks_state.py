@@ -18,7 +18,7 @@ import polars as pl
 
 from nccllog.correlate.frame import int_list
 from nccllog.correlate.network import AddressBook
-from nccllog.correlate.ranks import Topology
+from nccllog.correlate.ranks import MAX_RANKS, Topology
 
 # Exceptions and texts that wrap or report another failure rather than being one.
 WRAPPER_WORDS = (
@@ -240,16 +240,21 @@ class RankState:
 
 def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     """World size from the topology, else the largest NCCL communicator, else store/launcher lines."""
-    top = ev.select(pl.col("rank").max()).item()
+    plausible = pl.col("rank") <= MAX_RANKS
+    top = ev.filter(plausible).select(pl.col("rank").max()).item()
     if topology.world_size and (top is None or top < topology.world_size):
         why = topology.world_size_evidence
         return topology.world_size, (
             "; ".join(why) if isinstance(why, tuple) else str(why)
         ) or "rank resolution"
-    n = ev.filter(pl.col("signal") == "init").select(pl.col("nranks").max()).item()
+    n = (
+        ev.filter((pl.col("signal") == "init") & (pl.col("nranks") <= MAX_RANKS))
+        .select(pl.col("nranks").max())
+        .item()
+    )
     if n:
         return int(n), "largest NCCL communicator (nranks)"
-    n = ev.select(pl.col("world_size").max()).item()
+    n = ev.filter(pl.col("world_size") <= MAX_RANKS).select(pl.col("world_size").max()).item()
     if n and (top is None or top < n):
         return int(n), "world size printed by the launcher or store"
     if top is not None:
@@ -260,6 +265,7 @@ def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
             for t in ev["task_ids"].drop_nulls().to_list()
             if int_list(t.replace("-", ","))
         ]
+        tasks = [t for t in tasks if t < MAX_RANKS]
         if tasks:
             return max(tasks) + 1, "highest Slurm task id (one task per rank)"
     return None, ""
