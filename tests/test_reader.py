@@ -95,6 +95,34 @@ def test_only_the_last_progress_bar_redraw_is_matched() -> None:
     assert "nccl.socket_closed_by_peer" in events["pattern"].to_list()  # other segments all stay
 
 
+@pytest.mark.parametrize(
+    ("lead", "column", "value"),
+    [("worker1: ", "host", "worker1"), ("3: ", "_srun_task", 3), ("[default2]:", "local_rank", 2)],
+)
+def test_redraws_after_a_launcher_prefix_keep_its_origin(lead: str, column: str, value: object) -> None:
+    # pdsh/srun/torchrun prefix the physical line; tqdm's redraws follow carriage returns.
+    from nccllog.match.library import load_library
+    from nccllog.match.matcher import match_lines
+
+    lib = load_library()
+    bars = "".join(
+        f"\rmap: {p:3d}%|{'#' * (p // 10):<10}| {p}/100 [00:{p:02d}<00:05, 9.9it/s]" for p in (0, 50)
+    )
+    line = (
+        lead
+        + bars
+        + "\r[rank5]:[E ProcessGroupNCCL.cpp:474] [Rank 5] Watchdog caught collective operation timeout: "
+    )
+    line += "WorkNCCL(SeqNum=2, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800444 milliseconds before timing out.\n"
+    read = read_sources([Source(name="c.log", data=line.encode())], list(lib.keywords))
+    events = match_lines(read.lines, lib).events
+    bar = events.filter(events["signal"] == "progress").to_dicts()
+    assert [(r["step"], r["elapsed_s"], r.get(column)) for r in bar] == [(50, 50.0, value)]
+    # a segment with a prefix of its own keeps what it says, inside the same launcher stream
+    own = events.filter(events["message"].str.contains("Watchdog caught")).to_dicts()
+    assert own and own[0]["rank"] == 5 and own[0]["text"].startswith(lead)
+
+
 def test_high_volume_lines_are_thinned_per_writing_process() -> None:
     # One console interleaving two processes' NCCL opCount lines: each keeps its own last lines.
     lines = [

@@ -32,6 +32,7 @@ FIELDS: dict[str, Any] = {
     "shape": STR,
     "timeout_ms": INT,
     "elapsed_ms": INT,
+    "elapsed_s": FLOAT,
     "last_enqueued": INT,
     "last_completed": INT,
     "lagging_ranks": STR,

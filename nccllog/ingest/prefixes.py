@@ -264,6 +264,26 @@ def parse_line(text: str) -> LineAttrs:
     return _parse(text)
 
 
+# Layers a launcher adds to every physical line of a child's output (not the child's own logger).
+LAUNCHER_LAYERS = frozenset({"srun", "pdsh", "ray", "tee"})
+
+
+def launcher_prefix(text: str) -> str:
+    """The leading text of ``text`` that launcher layers make up (``worker1: ``, ``3: ``), or ''.
+
+    A prefix that is the whole line (``[rank0]: `` before a CR) counts as well: nothing but an
+    outside writer ends a line prefix with a carriage return.
+    """
+    s = strip_dedup(clean_text(text))[0]
+    attrs = parse_line(text)
+    if not attrs.layers or not s.endswith(attrs.message):
+        return ""
+    bare = not attrs.message.strip()
+    if not all(x in LAUNCHER_LAYERS or (bare and x == "rank") for x in attrs.layers):
+        return ""
+    return s[: len(s) - len(attrs.message)]
+
+
 def strip_dedup(text: str) -> tuple[str, int]:
     """Remove Ray's `` [repeated Nx across cluster]`` suffix: (rest, N + 1), or (text, 1) without one."""
     if "across cluster]" in text:

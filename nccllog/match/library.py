@@ -44,7 +44,8 @@ SIGNALS: tuple[str, ...] = (
     "framework",
     "info",
 )
-FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex")
+# clock: a duration printed as [H:]MM:SS (tqdm elapsed), stored as float seconds.
+FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex", "clock")
 _REQUIRED = ("id", "title", "producer", "family", "versions", "severity", "signal", "keywords", "regex")
 _OPTIONAL = (
     "category",

@@ -17,7 +17,7 @@ import regex
 
 from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values
 from nccllog.ingest.paths import FileAttrs, attrs_from_path
-from nccllog.ingest.prefixes import LineAttrs, parse_line
+from nccllog.ingest.prefixes import LineAttrs, launcher_prefix, parse_line
 from nccllog.match.library import Library, Pattern
 from nccllog.model import EVENT_BASE_COLUMNS
 
@@ -45,7 +45,13 @@ _INT64_MAX = 2**63 - 1
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _MASK = regex.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+(?:\.\d+)*")
 
-_FIELD_DTYPES: dict[str, Any] = {"int": pl.Int64, "hex": pl.Int64, "float": pl.Float64, "str": pl.String}
+_FIELD_DTYPES: dict[str, Any] = {
+    "int": pl.Int64,
+    "hex": pl.Int64,
+    "float": pl.Float64,
+    "clock": pl.Float64,
+    "str": pl.String,
+}
 
 
 @dataclass(frozen=True)
@@ -159,12 +165,31 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
         return [text]
     parts = [s for s in text.split("\r") if s.strip()]
     frequent = [k for k in kws if k in sampled]
-    if len(parts) < 2 or not frequent:
+    if len(parts) < 2:
         return parts
-    others = [k for k in kws if k not in sampled]
-    redraw = [any(k in s for k in frequent) and not any(k in s for k in others) for s in parts]
-    last = max((i for i, r in enumerate(redraw) if r), default=-1)
-    return [s for i, s in enumerate(parts) if not redraw[i] or i == last]
+    # A launcher (pdsh, srun --label, torchrun --tee, Ray) prefixes each physical line of one
+    # child's stream, so every segment after a CR comes from the same origin as the first one.
+    lead = launcher_prefix(parts[0])
+    keep = list(range(len(parts)))
+    if frequent:
+        others = [k for k in kws if k not in sampled]
+        redraw = [any(k in s for k in frequent) and not any(k in s for k in others) for s in parts]
+        last = max((i for i, r in enumerate(redraw) if r), default=-1)
+        keep = [i for i in keep if not redraw[i] or i == last]
+    return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
+    if frequent:
+        others = [k for k in kws if k not in sampled]
+        redraw = [any(k in s for k in frequent) and not any(k in s for k in others) for s in parts]
+        last = max((i for i, r in enumerate(redraw) if r), default=-1)
+        parts = [parts[0]] + [s for i, s in enumerate(parts) if i and (not redraw[i] or i == last)]
+    # A launcher (pdsh, srun --label, torchrun --tee, Ray) prefixes each physical line of one
+    # child's stream, so the redraws after a CR belong to the same origin as the first segment.
+    lead = launcher_prefix(parts[0])
+    if lead:
+        parts = [parts[0]] + [s if launcher_prefix(s) else lead + s for s in parts[1:]]
+    if not parse_line(parts[0]).message.strip():
+        parts = parts[1:]
+    return parts
 
 
 def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -> list[Pattern]:
@@ -192,6 +217,9 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
             if typ == "float":
                 values[name] = float(raw)
                 continue
+            if typ == "clock":
+                values[name] = _clock_seconds(raw)
+                continue
             num = int(raw, 16) if typ == "hex" else int(raw)
         except ValueError:
             values[name] = None
@@ -202,6 +230,17 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
             values[name] = None
             lost += 1
     return values, lost
+
+
+def _clock_seconds(raw: str) -> float | None:
+    """``[H:]MM:SS`` -> seconds; None for anything else."""
+    parts = raw.split(":")
+    if not 2 <= len(parts) <= 3 or not all(p.isascii() and p.isdigit() for p in parts):
+        return None
+    total = 0
+    for p in parts:
+        total = total * 60 + int(p)
+    return float(total)
 
 
 class _EventBuilder:
