@@ -290,6 +290,9 @@ class _Resolver:
                 self.lrank[i] = r
                 self.rkind[i] = "text"
         self.llocal = _nonneg(c("local_rank"))
+        for i, lr in enumerate(_nonneg(c("own_local_rank"))):
+            if lr is not None and self.llocal[i] is None:
+                self.llocal[i] = lr
         self.lhost = c("host")
         self.lpid = _nonneg(c("pid"), maximum=None)
         self.pg = c("pg")
@@ -1256,6 +1259,13 @@ class _Resolver:
             if len(c) > 1:
                 self.notes.append(f"rank {r} appears on several hosts ({', '.join(sorted(c))})")
             rank_host[r] = c.most_common(1)[0][0]
+        # A rank with no line of its own still has a host when the launcher said where it ran
+        # (DeepSpeed's global_rank_mapping, torchrun's failure summary).
+        for r, facts in sorted(self.rank_host_facts.items()):
+            shown = self._disp(facts.most_common(1)[0][0]) if facts else None
+            if r not in rank_host and shown is not None:
+                rank_host[r] = shown
+                host_ranks[shown].add(r)
         ranks = {r for r in self.out_rank if r is not None}
         ws_dis = list(self.ws_disagree)
         # Several worlds of different sizes (an RL trainer and its weight-sync group, vLLM's own
