@@ -179,6 +179,64 @@ def test_config_vs_straggler_follows_whether_the_rank_kept_working() -> None:
     assert got == "straggler_hang" and "config_timeout_too_short" in cats
 
 
+def _two_hosts(log: Log) -> Log:
+    """Ranks 0-3 on node-a, 4-7 on node-b."""
+    for r in range(8):
+        log.init(r, 8, host="node-a" if r < 4 else "node-b")
+    return log
+
+
+def _wait(log: Log, ranks: tuple[int, ...]) -> Log:
+    """These ranks time out at a 1-element all-reduce; their lines go to one shared console."""
+    for r in ranks:
+        log.timeout(r, 2, numel=1, timeout_ms=1800000, elapsed_ms=1800400, source="console.log")
+    return log
+
+
+def _bar(log: Log, host: str, step: int, elapsed: float) -> Log:
+    """An untagged tqdm bar behind a pdsh host prefix."""
+    return log.add(
+        "progress",
+        rank=None,
+        host=host,
+        source="console.log",
+        step=step,
+        total_steps=1000,
+        elapsed_s=elapsed,
+        message=f"Running tokenizer on dataset: {step // 10}%| | {step}/1000 [{elapsed}<]",
+    )
+
+
+def test_untagged_progress_belongs_to_the_one_rank_of_its_host_not_waiting() -> None:
+    log = _two_hosts(Log())
+    _bar(log, "node-a", 1000, 1385.0)  # node-a's main process finished before the timeouts
+    _wait(log, (1, 2, 3, 5, 6, 7))
+    _bar(log, "node-b", 470, 1809.0)  # node-b's was still going
+    inc = log.diagnose()
+    v = inc.verdict
+    assert (v.category, v.culprit_ranks) == ("config_timeout_too_short", (4,))
+    assert any("only rank 4 can have printed it" in x for x in v.rules_in)
+    assert any(x.startswith("Rank 0 finished its step before the timeout") for x in v.rules_in)
+    alt = [h for h in inc.hypotheses if h.category == "straggler_hang"]
+    assert alt and alt[0].culprit_ranks == (0, 4)
+
+
+def test_untagged_progress_is_nobodys_when_two_ranks_could_have_printed_it() -> None:
+    log = _wait(_two_hosts(Log()), (0, 1, 2, 3, 6, 7))
+    _bar(log, "node-b", 470, 1809.0)
+    v = log.diagnose().verdict
+    assert v.category == "straggler_hang" and v.culprit_ranks == (4, 5)
+
+
+def test_a_finished_untagged_bar_before_the_wait_says_nothing() -> None:
+    # Every rank printed such a bar before it went to wait: it may be any rank's.
+    log = _two_hosts(Log())
+    _bar(log, "node-a", 1000, 157.0)
+    inc = _wait(log, (1, 2, 3, 4, 5, 6, 7)).diagnose()
+    assert (inc.verdict.category, inc.verdict.culprit_ranks) == ("straggler_hang", (0,))
+    assert not any("can have printed it" in x for h in inc.hypotheses for x in h.rules_in)
+
+
 def test_all_ranks_waiting_names_nobody_and_says_what_to_collect() -> None:
     log = world(Log(), 4)
     for r in range(4):

@@ -48,6 +48,21 @@ def test_verdict(folder: Path) -> None:
         assert incident.world_size == want["world_size"]
 
 
+@pytest.mark.parametrize("folder", SCENARIOS, ids=[f.name for f in SCENARIOS])
+def test_verdict_does_not_depend_on_where_the_folder_lives(folder: Path) -> None:
+    # The README runs `nccllog analyze fixtures/<name>/logs`; fixture names carry words such as
+    # "rank0" that must not be read as attribution.
+    with chdir(folder):
+        here = nccllog.analyze("logs").verdict
+    with chdir(FIXTURES.parent):
+        there = nccllog.analyze(str(folder.relative_to(FIXTURES.parent) / "logs")).verdict
+    assert (there.category, there.culprit_ranks, there.confidence) == (
+        here.category,
+        here.culprit_ranks,
+        here.confidence,
+    )
+
+
 @pytest.mark.parametrize("folder", _cases("lines"))
 def test_line_attribution(folder: Path) -> None:
     checks = _expect(folder).get("lines", [])

@@ -22,6 +22,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG, int_list
 from nccllog.correlate.network import AddressBook
+from nccllog.correlate.orphans import progress_by_elimination
 from nccllog.correlate.ranks_state import Failure, RankState, failure_order
 from nccllog.match.library import Library
 from nccllog.model import Coverage, Evidence, Hypothesis
@@ -55,6 +56,7 @@ PHASE_WORDS = (
     "preprocess",
     "Preprocess",
     "cluster",
+    "Cluster",
     "k-means",
     "kmeans",
     "indexing",
@@ -691,14 +693,35 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     # A desync report may name ranks no other line knows of (no state): they cannot be shown alive.
     alive = [r for r in culprits if r in ctx.states and _active_after(ctx.states[r], start)]
     phase = _phase_rows(ctx, culprits, start) if culprits else []
-    # Phase lines that report a finished sub-step of minutes ("… state dict took 118.28 secs"): the
-    # rank was working through a long step when last heard of, as good as seeing it keep logging.
-    steps = [
-        r
-        for r in phase
-        if r.get("signal") == "progress" and r.get("seconds") is not None and r["seconds"] >= LONG_STEP_S
-    ]
+    tied = progress_by_elimination(ctx.ev, a, ctx.book, ctx.missing) if culprits else {}
+    # Lines that report long work: a phase's sub-step of minutes ("… state dict took 118.28 secs")
+    # or a loop that has run as long as the others waited and is not done (a bar 30:09 into a 30
+    # min wait): the rank was working through a long step when last heard of, as good as seeing
+    # it keep logging. An untagged line must show the latter to count: a short or finished one
+    # could be any rank's, printed before it went to wait.
+    limit_s = a.timeout_ms / 1000 if a.timeout_ms else None
+    shown = {r for r in culprits if any(_long_step(o.row, limit_s, limit_s) for o in tied.get(r, []))}
+    orphans = [o for r in culprits if r in shown for o in tied[r]]
+    own = {r: [x for x in phase if x["rank"] == r] for r in culprits}
+    work = {r: own[r] + [o.row for o in orphans if o.rank == r] for r in culprits}
+    busy = {
+        r: [x for x in own[r] if _long_step(x, limit_s, LONG_STEP_S)]
+        + [o.row for o in orphans if o.rank == r and _long_step(o.row, limit_s, limit_s)]
+        for r in culprits
+    }
+    steps = [x for r in culprits for x in busy[r]]
     working = bool(alive or steps)
+    # Two silent ranks, one shown finishing its step before the timeout and one still in it: the
+    # finished one went on to the collective and waited (too briefly to time out); the other is late.
+    still = [r for r in culprits if r in alive or busy[r]]
+    last = {
+        r: max(own[r] + [o.row for o in tied.get(r, [])], key=lambda x: x["_i"], default=None)
+        for r in culprits
+    }
+    done = [r for r in culprits if r not in still and (x := last[r]) is not None and _finished_before(x, a)]
+    if still and done:
+        culprits = still
+    lines = [x for r in culprits for x in work[r]]
     small = bool(a.op and a.op.upper() == "BARRIER") or bool(
         a.by_rank
         and all(t.numel_in is not None and t.numel_in <= SMALL_NUMEL for t in a.by_rank.values() if t.primary)
@@ -711,18 +734,19 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         if t.primary and t.elapsed_ms is not None and t.timeout_ms
     ]
     on_time = bool(over) and max(over) < 0.01
-    cfg = Draft(category="config_timeout_too_short", culprits=d.culprits, hosts=d.hosts, kind="config")
+    cfg = Draft(category="config_timeout_too_short", culprits=tuple(culprits), hosts=d.hosts, kind="config")
     cfg.score = (
         0.3
         + (0.3 if working else 0.0)
-        + (0.15 if phase else 0.0)
+        + (0.15 if lines else 0.0)
         + (0.05 if small else 0.0)
         + (0.15 if sub else 0.0)
     )
     coll = w.collective(a.op, a.seq)
     limit = w.seconds(a.timeout_ms)
     who = w.ranks_phrase(culprits, capital=True) if culprits else "One rank"
-    doing = _phase_name(phase)
+    doing = _phase_name(lines)
+    was = "was" if len(culprits) <= 1 else "were"
     if sub and job_ms is not None:
         cfg.summary = (
             f"{w.pg_name(a.pg).capitalize()} timed out at {coll} after {limit}, its own timeout, while the job was "
@@ -735,7 +759,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         )
     else:
         cfg.summary = (
-            f"{who} was still {doing or 'working'} when {_reporters_text(ctx, a)} hit the {limit} timeout at {coll}; "
+            f"{who} {was} still {doing or 'working'} when {_reporters_text(ctx, a)} hit the {limit} timeout at {coll}; "
             "the timeout is too short for that step rather than a hang."
         )
     if alive:
@@ -743,14 +767,32 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
             f"{w.ranks_phrase(alive, capital=True)} kept logging after the others started waiting: slow, not stuck."
         )
     if steps and not alive:
-        took = ", ".join(f"{r['seconds']:.1f} s" for r in steps[-3:])
+        took = ", ".join(_progress_text(r) for r in steps[-3:])
         cfg.rules_in.append(
-            f"{who}'s last lines report steps of that phase finishing after minutes of work ({took}): "
+            f"{who}'s last lines report long work ({took}): "
             "it was working through a long step, not stuck."
         )
-    if phase:
-        cfg.rules_in.append(f"{who}'s last lines are about {doing}: a long rank-local step.")
-        cfg.evidence.extend(evidence(r) for r in phase)
+    for o in [o for o in orphans if o.rank in culprits][-1:]:
+        cfg.rules_in.append(
+            f"Line {o.row['line']} ({w.excerpt(o.row['message'])}) has no rank prefix, but every other rank {o.scope} "
+            f"was waiting in {coll}: only rank {o.rank} can have printed it."
+        )
+    if done and still:
+        cfg.rules_in.append(
+            f"{w.ranks_phrase(done, capital=True)} finished {'its' if len(done) == 1 else 'their'} step before the "
+            f"timeout ({_progress_text(last[done[0]] or {})}) and then waited too, not long enough to time out; "
+            f"{w.ranks_phrase(still)} was still working."
+        )
+    if lines:
+        cfg.rules_in.append(f"{who}'s last lines are about {doing or 'a long loop'}: a long rank-local step.")
+        cfg.evidence.extend(evidence(r) for r in phase if r["rank"] in culprits)
+        cfg.evidence.extend(
+            evidence(o.row, f"rank {o.rank}: the only rank {o.scope} not waiting")
+            for o in [o for o in orphans if o.rank in culprits][-3:]
+        )
+    cfg.evidence.extend(
+        evidence(x, f"rank {r} finished before the timeout") for r in done if still and (x := last[r])
+    )
     if small:
         cfg.rules_in.append(
             f"{coll} is a tiny synchronisation collective: the others were simply waiting at a sync point."
@@ -768,10 +810,10 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         "or run it before the process group is created.",
     ]
     # How the straggler reading fares against it.
-    if alive or phase or sub:
+    if alive or lines or sub:
         d.score -= 0.15 if working or sub else 0.05
         d.rules_out.append(
-            f"{who} was {'still logging' if alive else 'in ' + (doing or 'a long step')} while the others waited, "
+            f"{who} {was} {'still logging' if alive else 'in ' + (doing or 'a long step')} while the others waited, "
             "which fits a timeout too short for legitimate work better than a hang."
         )
         cfg.rules_out.append(
@@ -799,6 +841,49 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
             "(new_group without timeout=): with the job's timeout the late rank might have arrived."
         )
     return [d, cfg]
+
+
+def _complete(row: dict[str, Any]) -> bool:
+    """A progress row at its total (a bar at 100%)."""
+    step, total = row.get("step"), row.get("total_steps")
+    return step is not None and total is not None and total > 0 and step >= total
+
+
+def _long_step(row: dict[str, Any], loop_s: float | None, step_s: float | None) -> bool:
+    """A progress row showing long work: a loop not done after ``loop_s`` seconds (a bar's elapsed
+    time), or a sub-step that took ``step_s`` seconds or more (faiss iterations, "took 118 secs")."""
+    if row.get("signal") != "progress":
+        return False
+    secs, elapsed = row.get("seconds"), row.get("elapsed_s")
+    long_loop = loop_s is not None and elapsed is not None and elapsed >= loop_s and not _complete(row)
+    return long_loop or (step_s is not None and secs is not None and secs >= step_s)
+
+
+def _finished_before(row: dict[str, Any], a: Aligned) -> bool:
+    """A rank's last progress row shows its loop done before the others' watchdogs fired."""
+    if not _complete(row):
+        return False
+    fired = a.first_time
+    if row.get("ctime") is not None and fired is not None:
+        return bool(row["ctime"] < fired)
+    # untimed: printed before the first timeout report in the same file
+    reports = [t.row["_i"] for t in a.reports if t.row["source"] == row["source"]]
+    return bool(reports) and row["_i"] < min(reports)
+
+
+def _progress_text(row: dict[str, Any]) -> str:
+    """What a progress row says: ``1695000 of 3634744, 47%, after 30:09`` or ``1170.9 s``."""
+    step, total, elapsed = row.get("step"), row.get("total_steps"), row.get("elapsed_s")
+    secs = row.get("seconds")
+    if step is not None and total:
+        text = f"{step} of {total}" + ("" if step >= total else f", {min(99, round(100 * step / total))}%")
+        if elapsed is not None:
+            m, sec = divmod(int(elapsed), 60)
+            text += f", after {m // 60}:{m % 60:02d}:{sec:02d}" if m >= 60 else f", after {m}:{sec:02d}"
+        return text
+    if secs is not None:
+        return f"{secs:.1f} s"
+    return (row.get("message") or "").strip()[:80]
 
 
 def _phase_name(rows: list[dict[str, Any]]) -> str:

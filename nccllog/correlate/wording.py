@@ -99,3 +99,9 @@ def clock(t: datetime | None) -> str:
 def plural(n: int, word: str) -> str:
     """``"1 rank"`` / ``"3 ranks"``."""
     return f"{n} {word}" if n == 1 else f"{n} {word}s"
+
+
+def excerpt(message: str | None, width: int = 60) -> str:
+    """A log message quoted inside a sentence: stripped, cut at ``width`` characters."""
+    text = " ".join((message or "").split())
+    return f'"{text}"' if len(text) <= width else f'"{text[: width - 1].rstrip()}…"'
