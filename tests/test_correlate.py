@@ -228,6 +228,24 @@ def test_untagged_progress_is_nobodys_when_two_ranks_could_have_printed_it() -> 
     assert v.category == "straggler_hang" and v.culprit_ranks == (4, 5)
 
 
+def test_an_untagged_training_bar_is_not_a_rank_local_phase() -> None:
+    # Rank 0's epoch bar (untagged, hours long) stops when rank 0 goes to wait for the hung rank 4:
+    # read by elimination it would make rank 4 look busy. A training loop is no rank-local phase.
+    log = _two_hosts(Log())
+    log.add(
+        "progress",
+        rank=None,
+        host="node-b",
+        source="console.log",
+        step=4512,
+        total_steps=9000,
+        elapsed_s=7384.0,
+        message="Epoch 3:  50%|█████     | 4512/9000 [2:03:04<2:04:11, 1.66s/it, loss=1.82]",
+    )
+    inc = _wait(log, (0, 1, 2, 3, 5, 6, 7)).diagnose()
+    assert (inc.verdict.category, inc.verdict.culprit_ranks) == ("straggler_hang", (4,))
+
+
 def test_a_finished_untagged_bar_before_the_wait_says_nothing() -> None:
     # Every rank printed such a bar before it went to wait: it may be any rank's.
     log = _two_hosts(Log())

@@ -697,10 +697,16 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     # Lines that report long work: a phase's sub-step of minutes ("… state dict took 118.28 secs")
     # or a loop that has run as long as the others waited and is not done (a bar 30:09 into a 30
     # min wait): the rank was working through a long step when last heard of, as good as seeing
-    # it keep logging. An untagged line must show the latter to count: a short or finished one
-    # could be any rank's, printed before it went to wait.
+    # it keep logging. Untagged lines count only when they show the latter in a rank-local phase
+    # (tokenising, k-means, ...): a short or finished bar could be any rank's, printed before it
+    # went to wait, and a training loop's bar runs for hours on the rank that shows it.
     limit_s = a.timeout_ms / 1000 if a.timeout_ms else None
-    shown = {r for r in culprits if any(_long_step(o.row, limit_s, limit_s) for o in tied.get(r, []))}
+    shown = {
+        r
+        for r in culprits
+        if any(_long_step(o.row, limit_s, limit_s) for o in tied.get(r, []))
+        and any(_names_phase(o.row) for o in tied.get(r, []))
+    }
     orphans = [o for r in culprits if r in shown for o in tied[r]]
     own = {r: [x for x in phase if x["rank"] == r] for r in culprits}
     work = {r: own[r] + [o.row for o in orphans if o.rank == r] for r in culprits}
@@ -769,8 +775,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     if steps and not alive:
         took = ", ".join(_progress_text(r) for r in steps[-3:])
         cfg.rules_in.append(
-            f"{who}'s last lines report long work ({took}): "
-            "it was working through a long step, not stuck."
+            f"{who}'s last lines report long work ({took}): it was working through a long step, not stuck."
         )
     for o in [o for o in orphans if o.rank in culprits][-1:]:
         cfg.rules_in.append(
@@ -847,6 +852,12 @@ def _complete(row: dict[str, Any]) -> bool:
     """A progress row at its total (a bar at 100%)."""
     step, total = row.get("step"), row.get("total_steps")
     return step is not None and total is not None and total > 0 and step >= total
+
+
+def _names_phase(row: dict[str, Any]) -> bool:
+    """A line naming a long rank-local phase (checkpoint, evaluation, tokenisation, ...)."""
+    message = row.get("message") or ""
+    return any(word in message for word in PHASE_WORDS)
 
 
 def _long_step(row: dict[str, Any], loop_s: float | None, step_s: float | None) -> bool:
