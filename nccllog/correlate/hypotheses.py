@@ -727,6 +727,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     done = [r for r in culprits if r not in still and (x := last[r]) is not None and _finished_before(x, a)]
     if still and done:
         culprits = still
+        orphans = [o for o in orphans if o.rank in still]
     lines = [x for r in culprits for x in work[r]]
     small = bool(a.op and a.op.upper() == "BARRIER") or bool(
         a.by_rank
@@ -777,7 +778,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         cfg.rules_in.append(
             f"{who}'s last lines report long work ({took}): it was working through a long step, not stuck."
         )
-    for o in [o for o in orphans if o.rank in culprits][-1:]:
+    for o in orphans[-1:]:
         cfg.rules_in.append(
             f"Line {o.row['line']} ({w.excerpt(o.row['message'])}) has no rank prefix, but every other rank {o.scope} "
             f"was waiting in {coll}: only rank {o.rank} can have printed it."
@@ -786,14 +787,13 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         cfg.rules_in.append(
             f"{w.ranks_phrase(done, capital=True)} finished {'its' if len(done) == 1 else 'their'} step before the "
             f"timeout ({_progress_text(last[done[0]] or {})}) and then waited too, not long enough to time out; "
-            f"{w.ranks_phrase(still)} was still working."
+            f"{w.ranks_phrase(still)} {was} still working."
         )
     if lines:
         cfg.rules_in.append(f"{who}'s last lines are about {doing or 'a long loop'}: a long rank-local step.")
         cfg.evidence.extend(evidence(r) for r in phase if r["rank"] in culprits)
         cfg.evidence.extend(
-            evidence(o.row, f"rank {o.rank}: the only rank {o.scope} not waiting")
-            for o in [o for o in orphans if o.rank in culprits][-3:]
+            evidence(o.row, f"rank {o.rank}: the only rank {o.scope} not waiting") for o in orphans[-3:]
         )
     cfg.evidence.extend(
         evidence(x, f"rank {r} finished before the timeout") for r in done if still and (x := last[r])
