@@ -125,11 +125,11 @@ def _coverage(
     for st in read.stats:
         all_skipped.extend(st.skipped)
     lines_total = sum(st.lines for st in read.stats)
-    matched_lines = events.select("source", "line").unique().height if events.height else 0
+    # rows without a pattern are files' last lines, kept to date each writer's last sign of life
+    hits = events.filter(pl.col("pattern").is_not_null()) if events.height else events
+    matched_lines = hits.select("source", "line").unique().height if hits.height else 0
     unattributed = (
-        events.filter(pl.col("rank").is_null()).select("source", "line").unique().height
-        if events.height
-        else 0
+        hits.filter(pl.col("rank").is_null()).select("source", "line").unique().height if hits.height else 0
     )
     notes = list(resolver_notes)
     if matched.overflow_fields:

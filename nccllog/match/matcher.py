@@ -132,10 +132,13 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
                     values, lost = _typed_fields(pat, m)
                     overflow += lost
                     rows.add(source, line_no, segment, attrs, fa, pat, values)
-            if not matched and keep_unmatched:
+            if not matched and (keep_unmatched or not kws):
+                # A line without any keyword was kept as one of its file's last lines: it dates the
+                # writer's last sign of life, so it stays as a row without a pattern.
                 if attrs is None:
                     attrs = parse_line(segment)
-                rows.add(source, line_no, segment, attrs, fa, None, {})
+                if keep_unmatched or attrs.message.strip():
+                    rows.add(source, line_no, segment, attrs, fa, None, {})
             if not matched and any(w in segment for w in alert):
                 if attrs is None:
                     attrs = parse_line(segment)
