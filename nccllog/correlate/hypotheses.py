@@ -701,18 +701,14 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     # (tokenising, k-means, ...): a short or finished bar could be any rank's, printed before it
     # went to wait, and a training loop's bar runs for hours on the rank that shows it.
     limit_s = a.timeout_ms / 1000 if a.timeout_ms else None
-    shown = {
-        r
-        for r in culprits
-        if any(_long_step(o.row, limit_s, limit_s) for o in tied.get(r, []))
-        and any(_names_phase(o.row) for o in tied.get(r, []))
-    }
-    orphans = [o for r in culprits if r in shown for o in tied[r]]
+    rows = {r: [o.row for o in tied.get(r, [])] for r in culprits}
+    long = {r: [x for x in rows[r] if _long_step(x, limit_s, limit_s)] for r in culprits}
+    shown = [r for r in culprits if long[r] and any(_names_phase(x) for x in rows[r])]
+    orphans = [o for r in shown for o in tied[r]]
     own = {r: [x for x in phase if x["rank"] == r] for r in culprits}
-    work = {r: own[r] + [o.row for o in orphans if o.rank == r] for r in culprits}
+    work = {r: own[r] + (rows[r] if r in shown else []) for r in culprits}
     busy = {
-        r: [x for x in own[r] if _long_step(x, limit_s, LONG_STEP_S)]
-        + [o.row for o in orphans if o.rank == r and _long_step(o.row, limit_s, limit_s)]
+        r: [x for x in own[r] if _long_step(x, limit_s, LONG_STEP_S)] + (long[r] if r in shown else [])
         for r in culprits
     }
     steps = [x for r in culprits for x in busy[r]]
@@ -720,10 +716,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     # Two silent ranks, one shown finishing its step before the timeout and one still in it: the
     # finished one went on to the collective and waited (too briefly to time out); the other is late.
     still = [r for r in culprits if r in alive or busy[r]]
-    last = {
-        r: max(own[r] + [o.row for o in tied.get(r, [])], key=lambda x: x["_i"], default=None)
-        for r in culprits
-    }
+    last = {r: max(own[r] + rows[r], key=lambda x: x["_i"], default=None) for r in culprits}
     done = [r for r in culprits if r not in still and (x := last[r]) is not None and _finished_before(x, a)]
     if still and done:
         culprits = still
@@ -894,7 +887,7 @@ def _progress_text(row: dict[str, Any]) -> str:
         return text
     if secs is not None:
         return f"{secs:.1f} s"
-    return (row.get("message") or "").strip()[:80]
+    return w.excerpt(row.get("message"))
 
 
 def _phase_name(rows: list[dict[str, Any]]) -> str:

@@ -129,17 +129,11 @@ def attrs_from_path(path: str) -> FileAttrs:
                 single = True
                 ev.append(f"{where} {part} (local rank {local})")
         if rank is None:
-            m = _RANK.search(part)
+            m = _RANK.search(part) or (_WORKER.fullmatch(part) if i == 0 else None)
             if m:
                 rank = int(m.group("n"))
                 single = True
                 ev.append(f"{where} {part}")
-            elif i == 0:
-                m = _WORKER.fullmatch(part)
-                if m:
-                    rank = int(m.group("n"))
-                    single = True
-                    ev.append(f"{where} {part}")
 
     # NCCL_DEBUG_FILE with %h and %p
     if rank is None:

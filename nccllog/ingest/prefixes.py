@@ -275,13 +275,12 @@ def launcher_prefix(text: str) -> str:
     outside writer ends a line prefix with a carriage return.
     """
     s = strip_dedup(clean_text(text))[0]
-    attrs = parse_line(text)
-    if not attrs.layers or not s.endswith(attrs.message):
+    layers: list[str] = []
+    pos = _strip_layers(s, {}, layers)
+    bare = not s[pos:].strip()
+    if not layers or not all(x in LAUNCHER_LAYERS or (bare and x == "rank") for x in layers):
         return ""
-    bare = not attrs.message.strip()
-    if not all(x in LAUNCHER_LAYERS or (bare and x == "rank") for x in attrs.layers):
-        return ""
-    return s[: len(s) - len(attrs.message)]
+    return s[:pos]
 
 
 def strip_dedup(text: str) -> tuple[str, int]:
