@@ -4,44 +4,30 @@ found from the run folders alone. Skipped where ../shared/external/gf-bench is a
 from __future__ import annotations
 
 import csv
-from pathlib import Path
 
 import pytest
 
 import nccllog
+from bench.cases import GF, Case, gfbench_cases
 
-GF = Path(__file__).resolve().parents[2] / "shared" / "external" / "gf-bench"
-LABELS = GF / "labels.csv"
-CATEGORY = {"no_fault": "no_failure", "cuda_oom": "oom", "gpu_straggler": "straggler_hang"}
-
-
-def _runs() -> list[dict[str, str]]:
-    if not LABELS.is_file():
-        return []
-    with LABELS.open(newline="") as fh:
-        return sorted(csv.DictReader(fh), key=lambda r: r["run_id"])
+RUNS = gfbench_cases()
+pytestmark = pytest.mark.skipif(not RUNS, reason="GF-Bench data not present")
 
 
-def _folder(run_id: str) -> Path:
-    hits = sorted(GF.glob(f"dataset/*/{run_id}"))
-    assert hits, run_id
-    return hits[0]
+def _world_sizes() -> dict[str, int]:
+    with (GF / "labels.csv").open(newline="") as fh:
+        return {r["run_id"]: int(r["world_size"]) for r in csv.DictReader(fh)}
 
 
-pytestmark = pytest.mark.skipif(not LABELS.is_file(), reason="GF-Bench data not present")
+@pytest.mark.parametrize("case", RUNS, ids=lambda c: c.name)
+def test_gfbench_verdict(case: Case) -> None:
+    v = nccllog.analyze(case.inputs).verdict
+    assert v.category == case.category, v.summary
+    assert list(v.culprit_ranks) == list(case.culprit_ranks), v.summary
 
 
-@pytest.mark.parametrize("label", _runs(), ids=lambda r: r["run_id"])
-def test_gfbench_verdict(label: dict[str, str]) -> None:
-    incident = nccllog.analyze(_folder(label["run_id"]))
-    want = CATEGORY[label["fault_type"]]
-    assert incident.verdict.category == want, incident.verdict.summary
-    if want != "no_failure":
-        assert list(incident.verdict.culprit_ranks) == [int(label["affected_rank"])], incident.verdict.summary
-
-
-@pytest.mark.parametrize("label", _runs(), ids=lambda r: r["run_id"])
-def test_gfbench_both_ranks_attributed(label: dict[str, str]) -> None:
-    incident = nccllog.analyze(_folder(label["run_id"]))
+@pytest.mark.parametrize("case", RUNS, ids=lambda c: c.name)
+def test_gfbench_both_ranks_attributed(case: Case) -> None:
+    incident = nccllog.analyze(case.inputs)
     assert set(incident.ranks_seen) >= {0, 1}
-    assert incident.world_size == int(label["world_size"])
+    assert incident.world_size == _world_sizes()[case.name]

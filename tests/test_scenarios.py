@@ -11,11 +11,13 @@ from typing import Any
 import pytest
 
 import nccllog
+from bench.cases import FIXTURES, fixture_cases
 from nccllog.model import CONFIDENCES
 from nccllog.pipeline import attribute
 
-FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
+# Sealed real-thread fixtures are evaluated only by `bench/accuracy.py --sealed` (bench/cases.py).
+CASES = {c.name: c for c in fixture_cases()}
+SCENARIOS = [FIXTURES / name for name in sorted(CASES)]
 
 
 def _expect(folder: Path) -> dict[str, Any]:
@@ -39,7 +41,8 @@ def test_verdict(folder: Path) -> None:
     with chdir(folder):
         incident = nccllog.analyze("logs")
     v = incident.verdict
-    assert v.category == want["category"], f"{folder.name}: {v.category} ({v.summary})"
+    # `accept` lists the other categories a careful reader of a real thread would also accept.
+    assert CASES[folder.name].category_ok(v.category), f"{folder.name}: {v.category} ({v.summary})"
     assert sorted(v.culprit_ranks) == sorted(want["culprit_ranks"]), f"{folder.name}: {v.summary}"
     if "culprit_hosts" in want:
         assert sorted(v.culprit_hosts) == sorted(want["culprit_hosts"]), f"{folder.name}: {v.summary}"
