@@ -30,8 +30,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cases import Case, corpus_cases, fixture_cases, gfbench_cases
 from nccllog import analyze
 from nccllog.cli import unquote_paste
-from nccllog.pipeline import InputError
 from nccllog.match.library import load_library
+from nccllog.pipeline import InputError
 
 LEVELS = ("high", "medium", "low")
 
