@@ -137,7 +137,12 @@ _SYSLOG = regex.compile(
 )
 _ISO_TS = regex.compile(
     r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})? ",
+    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?:? ",
+    _A,
+)
+_ISO_ANYWHERE = regex.compile(
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?",
     _A,
 )
 _SYSLOG_TAIL = regex.compile(
@@ -158,11 +163,20 @@ _RAY = regex.compile(
 )
 _TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z0-9_.\-]*?)(?P<lr>[0-9]+)\]:", _A)
 _RANK = regex.compile(r"\[rank(?P<r>[0-9]+)\]: ?", _A)
+# Open MPI's signal handler `[host:pid] `, UCX's `[host:pid:0:tid] ` / `[host:pid :0:tid] `
+_HOST_PID = regex.compile(
+    r"\[(?P<host>[A-Za-z0-9][^\s:\[\]]{0,120})(?<!\.(?:cc|cpp|cu|py|h|hpp|c)):(?P<pid>[0-9]{1,10})"
+    r"(?: ?:[0-9]{1,10}:(?P<tid>[0-9]{1,10}))?\] ",
+    _A,
+)
+# Open MPI `mpirun --tag-output`: `[jobid,rank]<stdout>:` (the MPI rank is the global rank)
+_MPI_TAG = regex.compile(r"\[(?P<job>[0-9]+),(?P<r>[0-9]+)\]<(?:stdout|stderr|stddiag)>: ?", _A)
 _C10 = regex.compile(
     r"\[(?P<lvl>[FEWIV])(?:(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{9}|[0-9]{6})"
     r"(?: (?P<num>[0-9]+))?)? ?(?P<src>[^\s\]:]+:[0-9]+)\] ?",
     _A,
 )
+_C10_CUT = regex.compile(r"\[(?P<lvl>[FEWIV])[0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?\s*$", _A)
 _GLOG = regex.compile(
     r"(?P<lvl>[FEWIVDC])(?P<md>[0-9]{4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{6}|[0-9]{9})"
     r"(?: +(?P<num>[0-9]+))? (?P<src>[^\s\]:]+:[0-9]+)\](?: \[[^\]]*\])? ?",
@@ -179,7 +193,8 @@ _BRACKET_DATE = regex.compile(
 _DEEPSPEED = regex.compile(r"\[(?P<lvl>[A-Z]+)\] \[(?P<src>[^\s\]:]+:[0-9]+):(?P<func>[^\s\]]+)\] ?", _A)
 _PY21 = regex.compile(r"(?:\[[^\]\s]*\] )?(?P<logger>[A-Za-z_][A-Za-z0-9_.]*): \[(?P<lvl>[A-Z]+)\] ?", _A)
 _NCCL = regex.compile(
-    r"(?P<host>[^\s:\[\]()]+):(?P<pid>[0-9]+):(?P<tid>[0-9]+) "
+    # the host is empty where a log collector cut it (`worker-9 >> :168:1228 [2] NCCL INFO …`)
+    r"(?P<host>[^\s:\[\]()]*):(?P<pid>[0-9]+):(?P<tid>[0-9]+) "
     r"(?:\[(?P<dev>-?[0-9]+)\] )?"
     r"(?:(?P<tms>[0-9]+\.[0-9]+) )?"
     r"(?:(?P<src>[^\s:]+:[0-9]+)(?: \((?P<func>[^\s()]*)\))? )?"
@@ -217,6 +232,28 @@ _APP_RANK = regex.compile(
     r"|\[[A-Z][a-z]{2} [0-9]{2}, [0-9]{2}:[0-9]{2}:[0-9]{2}\] \[(?P<c>[0-9]+)\] ",
     _A,
 )
+
+# Where a known layer starts after a leading layer nccllog does not know (a CI or container
+# timestamp, a log viewer's line number, a collector's `host >> `, markdown quoting): the
+# anchor must follow whitespace or a separator, within the first ANCHOR_WINDOW characters.
+ANCHOR_WINDOW = 240
+_ANCHOR = regex.compile(
+    r"(?<=[\s>|\]])(?:"
+    r"\[rank[0-9]{1,7}\]:"  # [rank3]:
+    r"|\[[0-9]{1,10},[0-9]{1,7}\]<std"  # Open MPI --tag-output
+    r"|\[[A-Za-z_][A-Za-z0-9_.\-]{0,40}?[0-9]{1,7}\]:"  # torchrun tee [default3]:
+    r"|\[[FEWI](?:[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}| [A-Za-z_][\w.]{0,60}:[0-9]{1,6}\])"  # c10
+    r"|[FEWI][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}"  # glog / torch python 2.3+
+    r"|\[[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}"  # [2025-10-23 14:02:17 (logger / NCCL 2.26)
+    r"|\([A-Za-z_][A-Za-z0-9_]{0,80} pid=[0-9]{1,7}"  # Ray (Actor pid=…
+    r"|[^\s:\[\]()]{0,80}:[0-9]{1,10}:[0-9]{1,10} (?:\[-?[0-9]{1,4}\] )?(?:[0-9.]{1,20} )?(?:\S{1,80} )?"
+    r"(?:\(\S{1,80}\) )?NCCL (?:INFO|WARN|TRACE|CALL|ABORT)\b"  # NCCL header
+    r"|(?:INFO|WARNING|ERROR|CRITICAL):[A-Za-z_][\w.]{0,80}:"  # Python logging (torch <= 2.0)
+    r"|Traceback \(most recent call last\):"
+    r")",
+    _A,
+)
+_TERMINAL_LAYERS = frozenset({"c10", "glog", "pylog", "deepspeed", "nccl", "nccltests"})
 
 _IPV4 = regex.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}", _A)
 _HOSTNAME = regex.compile(r"[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9](?:[a-z0-9-]{0,62}))*", _A)
@@ -298,6 +335,8 @@ def _parse(text: str) -> LineAttrs:
     d: dict[str, Any] = {}
     layers: list[str] = []
     pos = _strip_layers(s, d, layers)
+    if not _TERMINAL_LAYERS.intersection(layers):
+        pos = _past_unknown_layer(s, pos, d, layers)
     message = s[pos:]
     d["message"] = message
     if repeat != 1:
@@ -333,6 +372,27 @@ def _parse(text: str) -> LineAttrs:
     return _new_attrs(d)
 
 
+def _past_unknown_layer(s: str, pos: int, d: dict[str, Any], layers: list[str]) -> int:
+    """Skip a leading layer nccllog does not know when a known layer starts after it.
+
+    The skipped text still dates the line when it holds an ISO date-time (CI and container
+    timestamps); the known layers after it are read as usual.
+    """
+    m = _ANCHOR.search(s, pos + 1, min(len(s), pos + ANCHOR_WINDOW))
+    if m is None:
+        return pos
+    start = m.start()
+    if "time" not in d:
+        t = _ISO_ANYWHERE.search(s, pos, start)
+        if t:
+            d["time"] = ts.from_iso_match(t)
+    layers.append("unknown")
+    inner: list[str] = []
+    end = _strip_layers(s, d, inner, start)
+    layers.extend(inner)
+    return end if inner else start
+
+
 def _read_pg(m: regex.Match[str] | None, d: dict[str, Any]) -> None:
     if m is None:
         return
@@ -352,8 +412,8 @@ def _set_rank(d: dict[str, Any], rank: int | None, kind: str) -> None:
 
 
 # Stages: 0 start, 1 time/host layer, 3 srun/pdsh, 4 Ray, 5 tee, 6 [rankN]:
-def _strip_layers(s: str, st: dict[str, Any], layers: list[str]) -> int:
-    pos, n, stage = 0, len(s), 0
+def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0) -> int:
+    pos, n, stage = start, len(s), 0
     done: set[str] = set()
     bar = "%|" in s or "it [" in s
     while pos < n:
@@ -393,6 +453,29 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str]) -> int:
                             st["tid"] = _int(m.group("num"))
                     layers.append("c10")
                     return m.end()
+                m = _C10_CUT.match(s, pos)
+                if m:  # a c10 prefix that a terminal or tracker wrapped: the level still holds
+                    st["level"] = m.group("lvl")
+                    layers.append("c10")
+                    return m.end()
+            if stage <= 3 and c1.isalnum() and "pdsh" not in done:
+                m = _HOST_PID.match(s, pos)
+                if m:
+                    st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
+                    if m.group("tid"):
+                        st["tid"] = _int(m.group("tid"))
+                    layers.append("hostpid")
+                    done.add("pdsh")
+                    pos, stage = m.end(), 3
+                    continue
+            if c1.isdigit() and c1 and stage <= 5 and "rank" not in done:
+                m = _MPI_TAG.match(s, pos)
+                if m:
+                    _set_rank(st, _int(m.group("r")), "prefix")
+                    layers.append("mpi")
+                    done.add("rank")
+                    pos, stage = m.end(), 6
+                    continue
             if c1.isdigit() and c1:
                 m = _BRACKET_DATE.match(s, pos)
                 if m and "date" not in done:
@@ -481,12 +564,12 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str]) -> int:
                     else:
                         layers.append("date")
                     continue
-        if c.isalnum():
+        if c.isalnum() or c == ":":
             if "NCCL " in s:
                 m = _NCCL.match(s, pos)
                 if m:
                     st["host"], st["pid"], st["tid"] = (
-                        m.group("host"),
+                        m.group("host") or None,
                         _int(m.group("pid")),
                         _int(m.group("tid")),
                     )

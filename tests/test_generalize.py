@@ -1,0 +1,119 @@
+"""Mechanisms that make the verdict hold on pasted real-world logs: unknown leading layers, no
+all-clear without positive evidence, the words of generic errors, SIGKILL, one-host pastes."""
+
+from __future__ import annotations
+
+import pytest
+
+import nccllog
+from nccllog.cli import unquote_paste
+from nccllog.ingest.prefixes import parse_line
+
+
+@pytest.mark.parametrize(
+    ("line", "rank", "host", "message"),
+    [
+        # a collector's stamp and host before an NCCL header whose host it cut
+        (
+            "2025-03-04 11:02:09.118204 node-b >> :4411:4470 [2] NCCL INFO Connected all rings",
+            None,
+            None,
+            "Connected all rings",
+        ),
+        # a CI timestamp with a zone before NCCL's own 2.26 timestamp
+        (
+            "2025-03-04 19:02:10.007 +08:00 [2025-03-04 11:02:10] gpu-7:301:330 [0] misc/socket.cc:50 NCCL WARN x",
+            None,
+            "gpu-7",
+            "x",
+        ),
+        # a log viewer's line number before a c10 line
+        (
+            "[2291] [rank5]:[E304 11:02:10.123456789 ProcessGroupNCCL.cpp:632] [Rank 5] Watchdog",
+            5,
+            None,
+            "[Rank 5] Watchdog",
+        ),
+        # Open MPI --timestamp-output --tag-output
+        ("2019-03-04T11:02:10.884Z: [1,6]<stdout>:gpu-2:881:900 [1] NCCL INFO hi", 6, "gpu-2", "hi"),
+        # Open MPI / UCX signal handler prefixes
+        ("[gpu-c3:7781] Signal: Segmentation fault (11)", None, "gpu-c3", "Signal: Segmentation fault (11)"),
+    ],
+)
+def test_known_layers_after_an_unknown_one(
+    line: str, rank: int | None, host: str | None, message: str
+) -> None:
+    a = parse_line(line)
+    assert (a.rank, a.host, a.message) == (rank, host, message)
+
+
+def test_a_source_file_bracket_is_not_a_host() -> None:
+    assert parse_line("[socket.cpp:12] y").host is None
+
+
+def test_paste_undoes_tracker_autolinks_and_wraps() -> None:
+    got = unquote_paste(
+        b"> a/[net_ib.cc:101](http://net_ib.cc:101/) NCCL WARN [10.0.0.9](http://10.0.0.9/)<1>\n"
+    )
+    assert got == b"a/net_ib.cc:101 NCCL WARN 10.0.0.9<1>\n"
+    wrapped = unquote_paste(b"[rank0]:[W304 11:02:10.1\n  ProcessGroupNCCL.cpp:4715] using GPU 0\nnext\n")
+    assert wrapped.split(b"\n")[:3] == [
+        b"[rank0]:[W304 11:02:10.1 ProcessGroupNCCL.cpp:4715] using GPU 0",
+        b"",
+        b"next",
+    ]
+
+
+def _verdict(text: str) -> nccllog.Hypothesis:
+    return nccllog.analyze(text).verdict
+
+
+def test_a_log_that_just_stops_is_not_an_all_clear() -> None:
+    v = _verdict("step 10 loss 2.1\nstep 11 loss 2.0\ntrn-a1:11:11 [0] NCCL INFO Init COMPLETE\n")
+    assert v.category == "unknown"
+
+
+def test_warnings_alone_are_no_failure_at_low_confidence() -> None:
+    v = _verdict(
+        "[W socket.cpp:697] [c10d] The client socket cannot be initialized to connect to [localhost]:1234 (errno: 97 - Address family not supported by protocol).\n"
+    )
+    assert (v.category, v.confidence) == ("no_failure", "low")
+
+
+def test_the_runs_own_end_is_positive_evidence() -> None:
+    v = _verdict("Rank 0: step 9\nRank 1: step 9\nRank 0: End of workload.\nRank 1: End of workload.\n")
+    assert v.category == "no_failure"
+
+
+@pytest.mark.parametrize(
+    ("text", "category"),
+    [
+        (
+            "Accelerator Fatal Error: call to cuCtxCreate returned error 214\n  (CUDA_ERROR_ECC_UNCORRECTABLE): uncorrectable ECC error encountered\n",
+            "gpu_hardware_xid",
+        ),
+        (
+            "trainer.py startup\n/opt/env/lib/torch/lib/libtorch_cuda.so: undefined symbol: ncclCommWindowRegister\n",
+            "version_mismatch",
+        ),
+        (
+            "[gpu-c3:7781] *** Process received signal ***\n[gpu-c3:7781] Signal: Segmentation fault (11)\n",
+            "segfault_crash",
+        ),
+        (
+            "[2024-05-02 10:11:12,001] [ERROR] [launch.py:325:sigkill_handler] exits with return code = -9\n",
+            "oom",
+        ),
+    ],
+)
+def test_generic_failures_are_placed_by_their_words(text: str, category: str) -> None:
+    assert _verdict(text).category == category
+
+
+def test_one_log_of_one_host_names_no_culprit_host() -> None:
+    text = (
+        "gpu-q1:3001:3050 [0] transport/net_ib.cc:1295 NCCL WARN NET/IB : Got completion from peer 10.9.0.4<4111> with error 12, opcode 0, len 0, vendor err 129 (Send)\n"
+        "gpu-q1:3001:3050 [0] NCCL INFO transport/net.cc:1137 -> 6\n"
+    )
+    v = _verdict(text)
+    assert v.category == "network_ib" and v.culprit_hosts == ()
