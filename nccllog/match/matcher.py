@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from collections import Counter
 from collections.abc import Mapping
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 from typing import Any
 
 import polars as pl
@@ -36,10 +36,13 @@ ALERT_WORDS: tuple[str, ...] = (
     "Failed",
     "[E",
     "[F",
+    "[W",
     "Killed",
     "Segmentation fault",
     "Aborted",
 )
+WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
+QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
 MAX_TEXT = 4000  # characters of the raw line kept in the events table
 _INT64_MAX = 2**63 - 1
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
@@ -115,30 +118,42 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
             fa = file_cache[source] = attrs_from_path(source)
         for segment in _segments(text, kws or [], sampled):
             candidates = _candidate_patterns(library, kws, segment)
-            attrs: LineAttrs | None = None
-            matched = False
-            for fallback_pass in (False, True):
-                if matched:
+            attrs: LineAttrs | None = parse_line(segment) if candidates else None
+            if attrs is not None and attrs.level in QUIET_LEVELS:
+                # a line its own logger marks as a warning or information is no error statement
+                candidates = [p for p in candidates if p.signal != "error_line"]
+            hits_: list[tuple[Pattern, regex.Match[str]]] = []
+            for fallback_pass in (False, True) if attrs is not None else ():
+                assert attrs is not None
+                hits_ = _match_message(candidates, attrs.message, fallback_pass)
+                if hits_:
                     break
-                for pat in candidates:
-                    if pat.fallback != fallback_pass:
-                        continue
-                    if attrs is None:
-                        attrs = parse_line(segment)
-                    m = pat.regex.search(attrs.message)
-                    if m is None:
-                        continue
-                    matched = True
-                    values, lost = _typed_fields(pat, m)
-                    overflow += lost
-                    rows.add(source, line_no, segment, attrs, fa, pat, values)
+                # An unknown leading layer (a viewer's line number, a collector's stamp) can hide
+                # a message whose pattern is anchored at the start: retry after each separator.
+                for offset in _separator_offsets(attrs.message):
+                    hits_ = _match_message(candidates, attrs.message[offset:], fallback_pass)
+                    if hits_:
+                        attrs = replace(attrs, message=attrs.message[offset:])
+                        break
+                if hits_:
+                    break
+            matched = bool(hits_)
+            for pat, m in hits_:
+                assert attrs is not None
+                values, lost = _typed_fields(pat, m)
+                overflow += lost
+                rows.add(source, line_no, segment, attrs, fa, pat, values)
+            if not matched and attrs is None:
+                attrs = parse_line(segment)
             if not matched and (keep_unmatched or not kws):
                 # A line without any keyword was kept as one of its file's last lines: it dates the
                 # writer's last sign of life, so it stays as a row without a pattern.
                 if attrs is None:
                     attrs = parse_line(segment)
                 if keep_unmatched or attrs.message.strip():
-                    rows.add(source, line_no, segment, attrs, fa, None, {})
+                    rows.add(source, line_no, segment, attrs, fa, None, {}, severity=_own_level(attrs))
+            elif not matched and attrs is not None and _own_level(attrs):
+                rows.add(source, line_no, segment, attrs, fa, None, {}, severity=_own_level(attrs))
             if not matched and any(w in segment for w in alert):
                 if attrs is None:
                     attrs = parse_line(segment)
@@ -153,6 +168,36 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
         templates=tuple((t, c, template_example[t]) for t, c in ordered),
         overflow_fields=overflow,
     )
+
+
+def _own_level(attrs: LineAttrs) -> str | None:
+    """``warning`` for a line its own logger marks as one. A warning no pattern knows still tells
+    that its writer saw nothing worse: a paste of such warnings is "no failure", unlike a log
+    that merely stops."""
+    return "warning" if attrs.level in WARNING_LEVELS else None
+
+
+def _match_message(
+    candidates: list[Pattern], message: str, fallback: bool
+) -> list[tuple[Pattern, regex.Match[str]]]:
+    """The patterns of one kind (fallback or not) that match ``message``."""
+    found = []
+    for pat in candidates:
+        if pat.fallback == fallback:
+            m = pat.regex.search(message)
+            if m is not None:
+                found.append((pat, m))
+    return found
+
+
+_SEPARATOR = regex.compile(r"(?:\]|\||>>|: | -)\s+")
+MAX_RETRIES = 3
+
+
+def _separator_offsets(message: str) -> list[int]:
+    """Where the text after one of the first separators (`] `, `| `, `>> `, `: `, ` - `) begins."""
+    head = message[:160]
+    return [m.end() for m in _SEPARATOR.finditer(head)][:MAX_RETRIES]
 
 
 def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
@@ -180,19 +225,6 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
         last = max((i for i, r in enumerate(redraw) if r), default=-1)
         keep = [i for i in keep if not redraw[i] or i == last]
     return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
-    if frequent:
-        others = [k for k in kws if k not in sampled]
-        redraw = [any(k in s for k in frequent) and not any(k in s for k in others) for s in parts]
-        last = max((i for i, r in enumerate(redraw) if r), default=-1)
-        parts = [parts[0]] + [s for i, s in enumerate(parts) if i and (not redraw[i] or i == last)]
-    # A launcher (pdsh, srun --label, torchrun --tee, Ray) prefixes each physical line of one
-    # child's stream, so the redraws after a CR belong to the same origin as the first segment.
-    lead = launcher_prefix(parts[0])
-    if lead:
-        parts = [parts[0]] + [s if launcher_prefix(s) else lead + s for s in parts[1:]]
-    if not parse_line(parts[0]).message.strip():
-        parts = parts[1:]
-    return parts
 
 
 def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -> list[Pattern]:
@@ -275,6 +307,7 @@ class _EventBuilder:
         fa: FileAttrs,
         pat: Pattern | None,
         values: Mapping[str, Any],
+        severity: str | None = None,
     ) -> None:
         when = None
         if a.time is not None:
@@ -289,7 +322,7 @@ class _EventBuilder:
             pat.id if pat else None,
             pat.signal if pat else None,
             pat.category if pat else None,
-            pat.severity if pat else None,
+            pat.severity if pat else severity,
             a.rank,
             a.local_rank,
             a.pg,
