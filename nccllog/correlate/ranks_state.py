@@ -16,6 +16,7 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.correlate import taxonomy
 from nccllog.correlate.frame import int_list
 from nccllog.correlate.network import AddressBook
 from nccllog.correlate.ranks import MAX_RANKS, Topology
@@ -84,6 +85,7 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
     code = pl.col("exitcode")
     crash_exit = code.is_in(list(CRASH_EXITCODES)) | pl.col("signal_name").is_in(list(CRASH_SIGNALS))
     xid = pl.col("xid")
+    killed = code.is_in([-9, 137]) | (pl.col("signal_name") == "SIGKILL")
     weight = (
         pl.when(~sev_ok & ~sig.is_in(["oom", "xid", "duplicate_gpu"]))
         .then(0.0)
@@ -121,8 +123,8 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .then(
             pl.when(crash_exit)
             .then(0.5)
-            .when(code.is_in([-9, 137]) | (pl.col("signal_name") == "SIGKILL"))
-            .then(0.35)
+            .when(killed)
+            .then(0.5)
             .when(sig == "process_exit")
             .then(0.1)
             .otherwise(0.0)
@@ -141,7 +143,9 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .otherwise(0.0)
     )
     mapped = sig.replace_strict(SIGNAL_CATEGORY, default=None, return_dtype=pl.String)
-    exit_cat = pl.when(crash_exit).then(pl.lit("segfault_crash"))
+    # SIGKILL from outside with nothing else said: the kernel's (or the container's) OOM killer
+    # is what sends it to training processes, far more often than a person.
+    exit_cat = pl.when(crash_exit).then(pl.lit("segfault_crash")).when(killed).then(pl.lit("oom"))
     category = (
         pl.when((sig == "xid") & xid.is_in(list(APP_XIDS)))
         .then(pl.lit("cuda_error"))
@@ -149,7 +153,8 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .then(pl.coalesce(exit_cat, pl.col("category"), pl.lit("other")))
         .otherwise(pl.coalesce(pl.col("category"), mapped, pl.lit("other")))
     )
-    return ev.with_columns(_fw=weight.fill_null(0.0), _fcat=category)
+    category, weight = taxonomy.place(category, weight.fill_null(0.0))
+    return ev.with_columns(_fw=weight, _fcat=category)
 
 
 @dataclass(frozen=True)

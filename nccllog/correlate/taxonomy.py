@@ -1,0 +1,81 @@
+"""Place generic failure lines in a cause category by their words (knowledge in taxonomy.toml)."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from pathlib import Path
+from typing import Any
+
+import polars as pl
+import regex
+
+from nccllog.model import CATEGORIES
+
+TAXONOMY_FILE = Path(__file__).with_name("taxonomy.toml")
+
+
+@dataclass(frozen=True)
+class Placement:
+    """One class of the taxonomy: lines of these signals with these words point to this category."""
+
+    category: str
+    weight: float
+    signals: tuple[str, ...]
+    words: tuple[str, ...]
+    examples: tuple[str, ...]
+    near_misses: tuple[str, ...]
+
+
+@cache
+def _doc() -> dict[str, Any]:
+    return tomllib.loads(TAXONOMY_FILE.read_text(encoding="utf-8"))
+
+
+def boilerplate() -> tuple[str, ...]:
+    """Phrases after which a line lists possible causes, not the one that happened."""
+    return tuple(_doc().get("boilerplate", ()))
+
+
+@cache
+def placements() -> tuple[Placement, ...]:
+    """The classes of taxonomy.toml, in order (the first that fits a line wins)."""
+    doc = _doc()
+    out = []
+    for c in doc["class"]:
+        if c["category"] not in CATEGORIES:
+            raise ValueError(f"taxonomy.toml: {c['category']!r} is not a verdict category")
+        out.append(
+            Placement(
+                category=c["category"],
+                weight=float(c["weight"]),
+                signals=tuple(c["signals"]),
+                words=tuple(c["words"]),
+                examples=tuple(c.get("examples", ())),
+                near_misses=tuple(c.get("near_misses", ())),
+            )
+        )
+    return tuple(out)
+
+
+def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
+    """``category`` and ``weight`` of each events row, re-placed where a taxonomy class fits its text."""
+    sig, text = pl.col("signal"), pl.col("text").fill_null("")
+    cut = boilerplate()
+    if cut:
+        text = text.str.replace(r"(?:" + "|".join(regex.escape(c) for c in cut) + r").*$", "")
+    cat_chain: pl.Expr | None = None
+    w_chain: pl.Expr | None = None
+    for p in placements():
+        fits = sig.is_in(list(p.signals)) & text.str.contains_any(list(p.words), ascii_case_insensitive=True)
+        heavier = pl.max_horizontal(weight, pl.lit(p.weight))
+        if cat_chain is None:
+            cat_chain, w_chain = pl.when(fits).then(pl.lit(p.category)), pl.when(fits).then(heavier)
+        else:
+            assert w_chain is not None
+            cat_chain = cat_chain.when(fits).then(pl.lit(p.category))  # type: ignore[attr-defined]
+            w_chain = w_chain.when(fits).then(heavier)  # type: ignore[attr-defined]
+    if cat_chain is None or w_chain is None:
+        return category, weight
+    return cat_chain.otherwise(category), w_chain.otherwise(weight)  # type: ignore[attr-defined]
