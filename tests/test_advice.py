@@ -11,6 +11,7 @@ from pathlib import Path
 import polars as pl
 import pytest
 
+from bench.cases import fixture_cases
 from nccllog import analyze
 from nccllog.advice import advise, explain_setting, version_consistency, violations
 from nccllog.advice.detect import Detected, detect
@@ -20,7 +21,11 @@ from nccllog.match.library import load_library
 from nccllog.model import EVENT_BASE_COLUMNS, Incident
 
 ROOT = Path(__file__).resolve().parent.parent
-FIXTURES = sorted(p.parent for p in (ROOT / "fixtures").glob("*/expect.toml"))
+# Sealed real-thread fixtures are read by `bench/accuracy.py --sealed` alone (bench/cases.py).
+FIXTURES = [c.inputs.parent for c in fixture_cases()]
+# The `framework` of a real-thread fixture says what the thread's job ran, not what its pasted
+# lines show; detection is checked on the scenarios written to show it.
+SCENARIOS = [c.inputs.parent for c in fixture_cases() if c.group == "scenarios"]
 
 
 @cache
@@ -50,7 +55,7 @@ UNMATCHED_EVIDENCE = {
 
 def _framework_cases() -> list[object]:
     out: list[object] = []
-    for f in FIXTURES:
+    for f in SCENARIOS:
         fw = expect(f).get("framework")
         if not fw:
             continue

@@ -500,11 +500,21 @@ def test_stall_on_every_worker_is_not_a_rank_problem() -> None:
     assert "outside the ranks" in v.summary
 
 
+def test_progress_that_just_stops_is_unknown() -> None:
+    log = world(Log(), 2)
+    for n in range(1, 11):
+        for r in (0, 1):
+            log.add("progress", rank=r, op_count=n, nranks=2)
+    assert log.diagnose().verdict.category == "unknown"
+
+
 def test_clean_run_is_no_failure() -> None:
     log = world(Log(), 2)
     for n in range(1, 11):
         for r in (0, 1):
             log.add("progress", rank=r, op_count=n, nranks=2)
+    for r in (0, 1):  # the run's own end: no_failure needs positive evidence
+        log.add("completion", rank=r)
     inc = log.diagnose()
     assert inc.verdict.category == "no_failure"
     assert inc.verdict.confidence == "high"

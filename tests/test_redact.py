@@ -16,12 +16,13 @@ from hypothesis import strategies as st
 from synth import straggler
 
 import nccllog
+from bench.cases import fixture_cases
 from nccllog.model import Incident
 from nccllog.redact import ALIAS_RE, detect, redact, redact_text, redact_with_map
 from nccllog.render import FORMATS, render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
+SCENARIOS = [c.inputs.parent for c in fixture_cases()]  # sealed fixtures: bench/accuracy.py --sealed only
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 HOME = re.compile(r"/home/([A-Za-z_][\w.-]*)")
 

@@ -14,13 +14,14 @@ from markdown_it import MarkdownIt
 from synth import HOSTILE, straggler
 
 import nccllog
+from bench.cases import fixture_cases
 from nccllog.model import Incident
 from nccllog.render import FORMATS, render, view
 from nccllog.render.markdown import code, esc, fence
 from nccllog.render.text import render_text
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-SCENARIOS = sorted(p.parent for p in FIXTURES.glob("*/expect.toml"))
+SCENARIOS = [c.inputs.parent for c in fixture_cases()]  # sealed fixtures: bench/accuracy.py --sealed only
 # What may never reach a terminal raw: C0 controls except newline, DEL, C1, bidi/line separators.
 RAW_CONTROL = re.compile("[\x00-\x09\x0b-\x1f\x7f-\x9f\u202a-\u202e\u2066-\u2069\u2028\u2029]")
 

@@ -32,7 +32,7 @@ from nccllog.correlate.ranks_state import (
     unattributed_failures,
 )
 from nccllog.match.library import Library
-from nccllog.model import Coverage, Finding, Hypothesis, Incident, RankInfo
+from nccllog.model import Confidence, Coverage, Finding, Hypothesis, Incident, RankInfo
 
 _FINDING_SEVERITIES = ("warning", "error", "critical")
 UNKNOWN_BELOW = 0.3
@@ -163,31 +163,12 @@ def diagnose(
 
 
 def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
-    """The verdict: the best hypothesis, ``no_failure``, or ``unknown``."""
+    """The verdict: the best hypothesis, ``no_failure`` (on positive evidence only), or ``unknown``."""
     failed = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"])).height > 0
     if not hyps:
-        if not failed:
-            complete = not ctx.missing and not ctx.coverage.skipped and not ctx.coverage.truncated_lines
-            n = len(ctx.seen)
-            return Hypothesis(
-                category="no_failure",
-                culprit_ranks=(),
-                culprit_hosts=(),
-                confidence="high" if complete and n else "medium",
-                summary=(
-                    f"No failure found: {w.plural(n, 'rank')} logged no error, timeout or crash."
-                    if n
-                    else "No failure found in the logs."
-                ),
-                score=0.0,
-                rules_in=("No line of error severity and no hang signal on any rank.",),
-                rules_out=(
-                    ()
-                    if complete
-                    else ("Some ranks' logs are missing or cut; a failure there would not show.",)
-                ),
-            )
-        return _unknown(ctx, hyps, "the logs show errors that no rule could place")
+        if failed:
+            return _unknown(ctx, hyps, "the logs show errors that no rule could place")
+        return _no_failure(ctx)
     best = hyps[0]
     if best.score < UNKNOWN_BELOW:
         return _unknown(ctx, hyps, "the evidence for every explanation is weak")
@@ -201,6 +182,49 @@ def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
         ):
             return _unknown(ctx, hyps, "two explanations fit the logs equally well")
     return best
+
+
+def _no_failure(ctx: hy.Context) -> Hypothesis:
+    """Nothing failed. That is an answer only with positive evidence: the run's own end (teardown,
+    a finished agent, the script's last line) or, for a paste of warnings, the warnings themselves
+    (none of which is an error). A log that merely stops is what a silent hang leaves: ``unknown``."""
+    n = len(ctx.seen)
+    finished = ctx.ev.filter(pl.col("signal") == "completion")
+    warned = ctx.ev.filter(pl.col("severity") == "warning").height > 0
+    if not finished.height and not warned:
+        return _unknown(
+            ctx,
+            [],
+            "no line failed, but nothing shows that the run finished either; a hang that no watchdog "
+            "reported leaves exactly this",
+        )
+    complete = not ctx.missing and not ctx.coverage.skipped and not ctx.coverage.truncated_lines
+    ranks_done = {int(r) for r in finished["rank"].drop_nulls().to_list()}
+    everyone = bool(n) and (ranks_done >= set(ctx.seen) or finished.height >= n)
+    confidence: Confidence
+    if finished.height:
+        confidence = "high" if complete and everyone else "medium"
+        why = "No line of error severity and no hang signal on any rank; the run's own end is logged."
+    else:
+        confidence = "low"
+        why = "Only warnings, none of them an error; nothing shows the run stopped, nor that it finished."
+    return Hypothesis(
+        category="no_failure",
+        culprit_ranks=(),
+        culprit_hosts=(),
+        confidence=confidence,
+        summary=(
+            f"No failure found: {w.plural(n, 'rank')} logged no error, timeout or crash."
+            if n
+            else "No failure found in the logs."
+        ),
+        score=0.0,
+        evidence=tuple(hy.evidence(r) for r in finished.head(2).to_dicts()),
+        rules_in=(why,),
+        rules_out=(
+            () if complete else ("Some ranks' logs are missing or cut; a failure there would not show.",)
+        ),
+    )
 
 
 def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:

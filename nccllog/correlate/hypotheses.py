@@ -69,6 +69,8 @@ PHASE_WORDS = (
     "Download",
 )
 SMALL_NUMEL = 64
+# Causes that live in one machine, so naming its host is the finding even when it is the only one.
+HOST_CAUSES = ("gpu_hardware_xid",)
 STRONG = 0.75
 MEDIUM = 0.5
 
@@ -1938,6 +1940,7 @@ def _root_cause_note(ctx: Context, d: Draft, roots: list[dict[str, Any]]) -> Non
 def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
     """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
     roots = root_causes(ctx)
+    single = len(_hosts_seen(ctx)) <= 1 and ctx.ev["source"].n_unique() <= 1 if ctx.ev.height else True
     repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
     for d in drafts:
         _root_cause_note(ctx, d, roots)
@@ -1955,8 +1958,21 @@ def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
             d.hosts = tuple(
                 sorted({h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))})
             )
+        if d.hosts and single and d.category not in HOST_CAUSES:
+            # Naming a host singles it out from others; with one log of one host there is no
+            # other, and a job-wide cause (a setting, a peer, an endpoint) is no fault of the host.
+            d.hosts = ()
     drafts.sort(key=lambda d: (-round(d.score, 6), d.category, d.culprits))
     return [_hypothesis(d) for d in drafts]
+
+
+def _hosts_seen(ctx: Context) -> set[str]:
+    """Every machine the logs show: line hosts, hosts from file names, hosts of known ranks."""
+    seen = set(ctx.book.host_ranks) | set(ctx.book.rank_host.values())
+    for col in ("host", "_file_host", "_ip"):
+        if col in ctx.ev.columns:
+            seen |= set(ctx.ev[col].drop_nulls().unique().to_list())
+    return seen
 
 
 def _host(ctx: Context, rank: int) -> str | None:
