@@ -1850,6 +1850,7 @@ CAUSE_KINDS = (
     "startup",
     "system_version",
     "driver_hang",
+    "setup",
 )
 SYMPTOM_KINDS = (
     "silent",
