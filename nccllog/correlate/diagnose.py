@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import hypotheses as hy
-from nccllog.correlate import network, timeline
+from nccllog.correlate import network, setup, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -136,6 +136,7 @@ def diagnose(
         hy.progress,
         hy.stalls,
         hy.startup_hang,
+        setup.setup_evidence,
     ):
         drafts.extend(rule(ctx))
     drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))

@@ -84,6 +84,15 @@ FIELDS: dict[str, Any] = {
     "key": STR,
     "framework": STR,
     "op_count": INT,
+    # read by correlate/setup.py
+    "ifaces": STR,
+    "nnodes": INT,
+    "master_addr": STR,
+    "path": STR,
+    "transport": STR,
+    "topo_dev": STR,
+    "topo_links": STR,
+    "nvls": STR,
 }
 
 DEFAULT_PG = "0"

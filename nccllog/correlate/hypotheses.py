@@ -1852,6 +1852,7 @@ CAUSE_KINDS = (
     "startup",
     "system_version",
     "driver_hang",
+    "setup",
 )
 SYMPTOM_KINDS = (
     "silent",
