@@ -84,6 +84,9 @@ FIELDS: dict[str, Any] = {
     "key": STR,
     "framework": STR,
     "op_count": INT,
+    "datatype": INT,
+    "redop": INT,
+    "root": INT,
 }
 
 DEFAULT_PG = "0"
