@@ -13,7 +13,7 @@ from nccllog.correlate.ranks import resolve
 from nccllog.ingest.reader import DEFAULT_MAX_DECOMPRESSED, ReadResult, read_sources
 from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keywords
+from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keep, sampled_keywords
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -47,6 +47,7 @@ def analyze(
         sources,
         prefilter_keywords(lib),
         sampled=sampled_keywords(lib),
+        keep=sampled_keep(lib),
         max_decompressed=max_decompressed,
         progress=progress,
     )

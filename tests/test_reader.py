@@ -135,3 +135,22 @@ def test_high_volume_lines_are_thinned_per_writing_process() -> None:
     kept = read.lines["text"].to_list()
     for pid in ("100", "101"):
         assert sum(f"node-a:{pid}:" in t for t in kept) >= SAMPLED_KEEP
+
+
+def test_a_keyword_can_keep_more_last_lines_than_the_default() -> None:
+    # One writer's NCCL lines of two high-volume kinds: each kind is thinned on its own count.
+    lines = []
+    for n in range(300):
+        lines.append(f"h:7:7 [0] NCCL INFO AllReduce: opCount {n:x} sendbuff 0x1")
+        lines.append(f"h:7:7 [0] NCCL INFO Channel {n % 32:02d}/0 : 0[0] -> 1[1] via P2P/IPC")
+    data = ("\n".join(lines) + "\nend\nend\nend\n").encode()
+    read = read_sources(
+        [Source(name="r.log", data=data)],
+        KEYWORDS,
+        sampled=[": opCount ", " via P2P/"],
+        keep={": opCount ": 20},
+    )
+    kept = read.lines["text"].to_list()
+    assert [t for t in kept if "opCount" in t] == [ln for ln in lines if "opCount" in ln][-20:]
+    assert len([t for t in kept if "via P2P" in t]) == SAMPLED_KEEP
+    assert read.stats[0].sampled_out == 600 - 20 - SAMPLED_KEEP

@@ -18,7 +18,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import hypotheses as hy
-from nccllog.correlate import network, setup, timeline
+from nccllog.correlate import network, opcounts, setup, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -133,7 +133,7 @@ def diagnose(
         hy.bootstrap,
         hy.versions,
         hy.driver_hang,
-        hy.progress,
+        opcounts.coll_alignment,
         hy.stalls,
         hy.startup_hang,
         setup.setup_evidence,

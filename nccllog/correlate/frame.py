@@ -93,6 +93,9 @@ FIELDS: dict[str, Any] = {
     "topo_dev": STR,
     "topo_links": STR,
     "nvls": STR,
+    "datatype": INT,
+    "redop": INT,
+    "root": INT,
 }
 
 DEFAULT_PG = "0"

@@ -68,6 +68,11 @@ PHASE_WORDS = (
     "download",
     "Download",
 )
+MISMATCH_REMEDIATION = (
+    "Find the code path that issues collectives conditionally (rank-dependent branches, data-dependent loops, "
+    "early exits, logging/metrics sync on some ranks only) and make every rank issue the same sequence.",
+    "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL: collective fingerprints are checked and the first mismatch is reported with both sides.",
+)
 SMALL_NUMEL = 64
 # Causes that live in one machine, so naming its host is the finding even when it is the only one.
 HOST_CAUSES = ("gpu_hardware_xid",)
@@ -271,11 +276,7 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
             else "the logs do not say which side diverged."
         )
     d.evidence = [evidence(a.by_rank[r].row) for r in sorted(a.by_rank)[:6]]
-    d.remediation = [
-        "Find the code path that issues collectives conditionally (rank-dependent branches, data-dependent loops, "
-        "early exits, logging/metrics sync on some ranks only) and make every rank issue the same sequence.",
-        "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL: collective fingerprints are checked and the first mismatch is reported with both sides.",
-    ]
+    d.remediation = list(MISMATCH_REMEDIATION)
     return d
 
 
@@ -1552,45 +1553,6 @@ def driver_hang(ctx: Context) -> list[Draft]:
 # --------------------------------------------------------------------------- hangs without a watchdog
 
 
-def progress(ctx: Context) -> list[Draft]:
-    """No watchdog line: compare each rank's last collective counter on the same communicator."""
-    if ctx.main is not None:
-        return []
-    drafts = []
-    keys = {k for st in ctx.states.values() for k in st.op_count}
-    for key in sorted(keys):
-        vals = {r: st.op_count[key] for r, st in ctx.states.items() if key in st.op_count}
-        if len(vals) < 2 or len(set(vals.values())) < 2:
-            continue
-        behind = list(outliers.last_behind(vals))
-        if not behind:
-            continue
-        top = max(vals.values())
-        ahead = sorted(r for r in vals if r not in behind)
-        d = Draft(category="straggler_hang", culprits=tuple(behind), kind="progress")
-        d.score = 0.6
-        counts = ", ".join(f"rank {r}: {vals[r]}" for r in behind[:6])
-        d.summary = (
-            f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last NCCL "
-            f"collective was #{min(vals[r] for r in behind)} while {w.others_phrase(ahead, ctx.world_size)} had already "
-            f"issued #{top} and waited; no watchdog fired before the job ended."
-        )
-        d.rules_in.append(
-            f"Last NCCL opCount on the {key[1:]}-rank communicator: {counts}, {top} on {w.ranks_phrase(ahead)}: "
-            f"{w.ranks_phrase(behind)} had not issued the collective the others were in."
-        )
-        d.rules_out.append(
-            "No rank logged an error, OOM or crash: nothing but slowness explains the gap. "
-            "Without a watchdog line the length of the wait is unknown."
-        )
-        rows = ctx.ev.filter((pl.col("signal") == "progress") & pl.col("op_count").is_not_null())
-        last = rows.group_by("rank").agg(pl.all().sort_by("_i").last())
-        d.evidence = [evidence(r) for r in last.sort("rank").to_dicts()[:6]]
-        d.collect.extend(COLLECT_NEXT_TIME[:2])
-        drafts.append(d)
-    return drafts
-
-
 def stalls(ctx: Context) -> list[Draft]:
     """Every worker reports a stall but no watchdog fired and no rank is behind: the wait is outside the ranks."""
     if ctx.main is not None:
@@ -1853,6 +1815,7 @@ CAUSE_KINDS = (
     "system_version",
     "driver_hang",
     "setup",
+    "coll_mismatch",
 )
 SYMPTOM_KINDS = (
     "silent",

@@ -224,7 +224,6 @@ class RankState:
     last_completed: dict[str, int] = field(default_factory=dict)
     last_step: int | None = None
     total_steps: int | None = None
-    op_count: dict[str, int] = field(default_factory=dict)  # communicator key -> last opCount
     failure: Failure | None = None
     failures: tuple[Failure, ...] = ()
     first_error: dict[str, Any] | None = None
@@ -396,11 +395,6 @@ def rank_states(
         for rank, step, total in steps.iter_rows():
             per[rank]["last_step"] = step
             per[rank]["total_steps"] = total
-        ops = prog.filter(pl.col("op_count").is_not_null())
-        if ops.height:
-            counts = ops.with_columns(ck=comm_key()).group_by("rank", "ck").agg(pl.col("op_count").max())
-            for rank, ck, n in counts.iter_rows():
-                per[rank].setdefault("op_count", {})[ck] = n
     for sig, key in (("heartbeat", "heartbeat"), ("stall", "stalls")):
         sub = ev.filter((pl.col("signal") == sig) & pl.col("rank").is_not_null())
         if sig == "heartbeat":
@@ -459,7 +453,6 @@ def rank_states(
             last_completed=dict(d.get("last_completed", {})),
             last_step=d.get("last_step"),
             total_steps=d.get("total_steps"),
-            op_count=dict(d.get("op_count", {})),
             failure=best,
             failures=tuple(rank_fails),
             first_error=d.get("first_error"),
@@ -473,12 +466,6 @@ def rank_states(
             last_active=d.get("last_active"),
         )
     return out
-
-
-def comm_key() -> pl.Expr:
-    """Which communicator a progress line is on, comparable across ranks: its size (comm pointers
-    differ per process)."""
-    return pl.concat_str(pl.lit("n"), pl.col("nranks").cast(pl.String).fill_null("?"))
 
 
 def unattributed_failures(ev: pl.DataFrame) -> list[Failure]:

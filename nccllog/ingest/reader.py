@@ -15,7 +15,7 @@ import io
 import itertools
 import os
 import zlib
-from collections.abc import Callable, Iterator, Sequence
+from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
@@ -38,7 +38,8 @@ _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
 _REPLACEMENT_UTF8 = "\ufffd".encode()
 
 BATCH_BYTES = 16 * 1024 * 1024  # larger batches cost memory (two are in flight) and gain no speed
-SAMPLED_KEEP = 4  # high-volume lines kept per writing process of a file (the last ones)
+SAMPLED_KEEP = 4  # high-volume lines kept per writing process of a file (the last ones), unless
+# the line's patterns ask for more (``keep``: NCCL's COLL lines, compared call by call across ranks)
 # The writer of an NCCL line (`host:pid:` of its `host:pid:tid [dev]` header), wherever the header
 # stands after launcher prefixes; lines without one are thinned per file.
 _WRITER = r"([\w.-]+:\d+):\d+ (?:\[\d+\] )?NCCL "
@@ -83,6 +84,7 @@ def read_sources(
     keywords: Sequence[str],
     *,
     sampled: Sequence[str] = (),
+    keep: Mapping[str, int] | None = None,
     keep_all: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     progress: Callable[[int, int], None] | None = None,
@@ -93,13 +95,18 @@ def read_sources(
     Lines whose only keywords are ``sampled`` ones (high-volume progress lines such as NCCL's
     per-collective ``opCount`` lines) are counted, and only the last ``SAMPLED_KEEP`` of each writing
     process of each file (one console may interleave many ranks' NCCL lines)
-    are kept: they matter for where each rank stopped, not one by one.
+    are kept: they matter for where each rank stopped, not one by one. ``keep`` gives other counts
+    for the lines of some of those keywords (the largest where a line has several).
     ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
     Small files are read whole and processed many at a time, so that the per-query cost of
     polars is paid per batch, not per file; large files are read in bounded chunks.
     """
-    kw = _Keywords(tuple(keywords), tuple(k for k in sampled if k not in keywords))
+    kw = _Keywords(
+        tuple(keywords),
+        tuple(k for k in sampled if k not in keywords),
+        tuple(sorted((k, n) for k, n in (keep or {}).items() if k in sampled and k not in keywords)),
+    )
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
     batch = _Batch(kw, keep_all)
@@ -205,7 +212,7 @@ class _Batch:
             kept = _compact(kept)
         self._count_truncated(df)
         if frequent.height:
-            thinned = _thin(frequent, ["fid"])
+            thinned = _thin(frequent, ["fid"], self.keywords)
             for fid, seen in frequent.group_by("fid").len().iter_rows():
                 self.stats[fid].sampled_out += seen
             for fid, left in thinned.group_by("fid").len().iter_rows():
@@ -228,6 +235,7 @@ class _Keywords:
 
     always: tuple[str, ...]
     sampled: tuple[str, ...] = ()
+    keep: tuple[tuple[str, int], ...] = ()  # sampled keywords kept other than SAMPLED_KEEP times
 
     @property
     def all(self) -> list[str]:
@@ -264,14 +272,27 @@ def _filter(
     )
 
 
-def _thin(frequent: pl.DataFrame, by: list[str]) -> pl.DataFrame:
-    """The last ``SAMPLED_KEEP`` high-volume lines of each writer (within ``by``), in line order."""
+def _thin(frequent: pl.DataFrame, by: list[str], keywords: _Keywords) -> pl.DataFrame:
+    """The last ``SAMPLED_KEEP`` high-volume lines of each writer (within ``by``), in line order;
+    lines of a keyword in ``keywords.keep`` are counted apart and kept that many times."""
     writer = pl.col("text").str.extract(_WRITER, 1).fill_null("").alias("_writer")
+    if not keywords.keep:
+        return (
+            frequent.with_columns(writer)
+            .group_by([*by, "_writer"], maintain_order=True)
+            .tail(SAMPLED_KEEP)
+            .drop("_writer")
+            .sort([*by, "line"])
+            .select(frequent.columns)
+        )
+    limit: pl.Expr = pl.lit(SAMPLED_KEEP)
+    for k, n in sorted(keywords.keep, key=lambda kn: kn[1]):  # the largest is tested first
+        limit = pl.when(pl.col("text").str.contains(k, literal=True)).then(pl.lit(n)).otherwise(limit)
+    group = [*by, "_writer", "_keep"]
+    from_end = pl.len().over(group) - pl.int_range(pl.len()).over(group)
     return (
-        frequent.with_columns(writer)
-        .group_by([*by, "_writer"], maintain_order=True)
-        .tail(SAMPLED_KEEP)
-        .drop("_writer")
+        frequent.with_columns(writer, limit.alias("_keep"))
+        .filter(from_end <= pl.col("_keep"))
         .sort([*by, "line"])
         .select(frequent.columns)
     )
@@ -332,8 +353,8 @@ def _read_chunked(
             frames.append(hits)
         if frequent.height:
             frequent_seen += frequent.height
-            frequent = _compact(_thin(frequent, []))  # thin first: copying is the cost
-            recent = frequent if recent is None else _thin(pl.concat([recent, frequent]), [])
+            frequent = _compact(_thin(frequent, [], keywords))  # thin first: copying is the cost
+            recent = frequent if recent is None else _thin(pl.concat([recent, frequent]), [], keywords)
         # The last chunk may hold fewer lines than the tail needs.
         last = _compact(df.tail(TAIL_LINES))
         tail = last if tail is None else pl.concat([tail, last]).tail(TAIL_LINES)

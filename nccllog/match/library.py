@@ -59,6 +59,7 @@ _OPTIONAL = (
     "near_misses",
     "fallback",
     "volume",
+    "keep_last",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
@@ -96,6 +97,7 @@ class Pattern:
     near_misses: tuple[str, ...] = ()
     fallback: bool = False  # only used when no other pattern matched the line
     high_volume: bool = False  # a line per collective/step: only the last lines of each file matter
+    keep_last: int | None = None  # high volume: how many last lines of each writer the reader keeps
     path: str = ""
 
 
@@ -200,6 +202,11 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         problems.append(f"{where}: severity {data['severity']!r} not in {SEVERITIES}")
     if data.get("volume", "normal") not in ("normal", "high"):
         problems.append(f"{where}: volume {data['volume']!r} is not 'normal' or 'high'")
+    keep_last = data.get("keep_last")
+    if keep_last is not None and (
+        type(keep_last) is not int or not 1 <= keep_last <= 1000 or data.get("volume") != "high"
+    ):
+        problems.append(f"{where}: keep_last {keep_last!r} must be an integer 1-1000, with volume = 'high'")
     if data["signal"] not in SIGNALS:
         problems.append(f"{where}: signal {data['signal']!r} is not a known signal")
     category = data.get("category")
@@ -275,5 +282,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         near_misses=tuple(near),
         fallback=bool(data.get("fallback", False)),
         high_volume=data.get("volume") == "high",
+        keep_last=keep_last,
         path=str(path),
     )

@@ -83,6 +83,19 @@ def sampled_keywords(library: Library) -> list[str]:
     )
 
 
+def sampled_keep(library: Library) -> dict[str, int]:
+    """High-volume keywords whose patterns ask the reader to keep more (or fewer) last lines per writer
+    than its default (``keep_last``); the largest ask wins."""
+    sampled = set(sampled_keywords(library))
+    out: dict[str, int] = {}
+    for p in library.patterns:
+        if p.high_volume and p.keep_last is not None:
+            for k in p.keywords:
+                if k in sampled:
+                    out[k] = max(out.get(k, 0), p.keep_last)
+    return dict(sorted(out.items()))
+
+
 def events_schema(library: Library) -> dict[str, Any]:
     """Column -> dtype of the events table for this library (base, then fields sorted, then internal)."""
     schema = dict(EVENT_BASE_COLUMNS)
