@@ -12,8 +12,9 @@ Usage:
                                                 # read as `nccllog paste` reads standard input
     python bench/accuracy.py --json out.json    # the per-case results too
 
-Exit status 1 when a verdict is wrong at high confidence, or when a case that records no known gap is
-wrong (CI runs it); 0 otherwise.
+Verdicts wrong at high confidence are listed on stderr (the target is none). Exit status 1 when a
+case of the scenario, real-thread or GF-Bench sets that records no known gap is wrong (CI runs it);
+0 otherwise.
 """
 
 from __future__ import annotations
@@ -149,7 +150,7 @@ def main(argv: list[str] | None = None) -> int:
         print(f"wrong at high confidence: {o.name}", file=sys.stderr)
     for o in unexpected:
         print(f"wrong without a recorded gap: {o.name}", file=sys.stderr)
-    return 1 if wrong_high or unexpected else 0
+    return 1 if unexpected else 0
 
 
 if __name__ == "__main__":
