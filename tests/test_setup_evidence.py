@@ -158,7 +158,9 @@ def test_routable_master_addr_gets_the_plain_rendezvous_reading() -> None:
 
 
 def test_netmask_master_addr_on_a_clean_run_is_no_failure() -> None:
-    inc = nccllog.analyze("+ export MASTER_ADDR=255.255.255.0\nMASTER_ADDR=255.255.255.0\nTraining completed.\n")
+    inc = nccllog.analyze(
+        "+ export MASTER_ADDR=255.255.255.0\nMASTER_ADDR=255.255.255.0\nTraining completed.\n"
+    )
     assert inc.verdict.category == "no_failure"
 
 
