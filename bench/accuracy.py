@@ -31,7 +31,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 from bench.cases import Case, corpus_cases, fixture_cases, gfbench_cases
 from nccllog import analyze
 from nccllog.cli import unquote_paste
-from nccllog.match.library import load_library
+from nccllog.match.library import Library, load_library
 from nccllog.pipeline import InputError
 
 LEVELS = ("high", "medium", "low")
@@ -59,14 +59,14 @@ class Outcome:
         return self.category_ok and self.culprit_ok
 
 
-def run_case(case: Case, library: object) -> Outcome:
+def run_case(case: Case, library: Library) -> Outcome:
     """Analyse one case as a user would hand it to nccllog."""
     try:
         if case.group == "corpus":
             data = unquote_paste(case.inputs.read_bytes())
-            incident = analyze(["-"], stdin=data, library=library)  # type: ignore[arg-type]
+            incident = analyze(["-"], stdin=data, library=library)
         else:
-            incident = analyze(str(case.inputs), library=library)  # type: ignore[arg-type]
+            incident = analyze(str(case.inputs), library=library)
         v = incident.verdict
         got, ranks, hosts, conf = v.category, list(v.culprit_ranks), list(v.culprit_hosts), v.confidence
     except InputError as exc:  # nothing analysable: the user gets no verdict

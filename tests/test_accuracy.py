@@ -11,7 +11,6 @@ def test_sealing_is_a_fixed_function_of_the_name() -> None:
     sealed = [n for n in names if is_sealed(n)]
     assert sealed == [n for n in names if is_sealed(n)]  # deterministic
     assert 70 < len(sealed) < 130  # about a third
-    assert is_sealed("rt-thread-0") == is_sealed("rt-thread-0")
 
 
 def test_accept_and_culprit_hosts() -> None:

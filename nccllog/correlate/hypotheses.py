@@ -1904,7 +1904,7 @@ def _root_cause_note(ctx: Context, d: Draft, roots: list[dict[str, Any]]) -> Non
 def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
     """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
     roots = root_causes(ctx)
-    single = len(_hosts_seen(ctx)) <= 1 and ctx.ev["source"].n_unique() <= 1 if ctx.ev.height else True
+    single = not ctx.ev.height or (ctx.ev["source"].n_unique() <= 1 and len(_hosts_seen(ctx)) <= 1)
     repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
     for d in drafts:
         _root_cause_note(ctx, d, roots)

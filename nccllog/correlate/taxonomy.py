@@ -5,15 +5,13 @@ from __future__ import annotations
 import tomllib
 from dataclasses import dataclass
 from functools import cache
-from pathlib import Path
+from importlib import resources
 from typing import Any
 
 import polars as pl
 import regex
 
 from nccllog.model import CATEGORIES
-
-TAXONOMY_FILE = Path(__file__).with_name("taxonomy.toml")
 
 
 @dataclass(frozen=True)
@@ -30,7 +28,8 @@ class Placement:
 
 @cache
 def _doc() -> dict[str, Any]:
-    return tomllib.loads(TAXONOMY_FILE.read_text(encoding="utf-8"))
+    text = resources.files("nccllog.correlate").joinpath("taxonomy.toml").read_text(encoding="utf-8")
+    return tomllib.loads(text)
 
 
 def boilerplate() -> tuple[str, ...]:
@@ -65,17 +64,10 @@ def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     cut = boilerplate()
     if cut:
         text = text.str.replace(r"(?:" + "|".join(regex.escape(c) for c in cut) + r").*$", "")
-    cat_chain: pl.Expr | None = None
-    w_chain: pl.Expr | None = None
-    for p in placements():
+    # Built from the last class outwards, so the first class that fits a line wins.
+    placed_cat, placed_w = category, weight
+    for p in reversed(placements()):
         fits = sig.is_in(list(p.signals)) & text.str.contains_any(list(p.words), ascii_case_insensitive=True)
-        heavier = pl.max_horizontal(weight, pl.lit(p.weight))
-        if cat_chain is None:
-            cat_chain, w_chain = pl.when(fits).then(pl.lit(p.category)), pl.when(fits).then(heavier)
-        else:
-            assert w_chain is not None
-            cat_chain = cat_chain.when(fits).then(pl.lit(p.category))  # type: ignore[attr-defined]
-            w_chain = w_chain.when(fits).then(heavier)  # type: ignore[attr-defined]
-    if cat_chain is None or w_chain is None:
-        return category, weight
-    return cat_chain.otherwise(category), w_chain.otherwise(weight)  # type: ignore[attr-defined]
+        placed_cat = pl.when(fits).then(pl.lit(p.category)).otherwise(placed_cat)
+        placed_w = pl.when(fits).then(pl.max_horizontal(weight, pl.lit(p.weight))).otherwise(placed_w)
+    return placed_cat, placed_w

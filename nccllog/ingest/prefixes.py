@@ -428,11 +428,13 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
         c = s[pos]
         if c == "[":
             c1 = s[pos + 1 : pos + 2]
-            if c1 == "r" and stage <= 5 and "rank" not in done:
-                m = _RANK.match(s, pos)
+            if (c1 == "r" or c1.isdigit()) and c1 and stage <= 5 and "rank" not in done:
+                # `[rank3]:` (torch) or `[1,3]<stdout>:` (Open MPI --tag-output): the global rank
+                layer, rx = ("rank", _RANK) if c1 == "r" else ("mpi", _MPI_TAG)
+                m = rx.match(s, pos)
                 if m:
                     _set_rank(st, _int(m.group("r")), "prefix")
-                    layers.append("rank")
+                    layers.append(layer)
                     done.add("rank")
                     pos, stage = m.end(), 6
                     continue
@@ -467,14 +469,6 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                     layers.append("hostpid")
                     done.add("pdsh")
                     pos, stage = m.end(), 3
-                    continue
-            if c1.isdigit() and c1 and stage <= 5 and "rank" not in done:
-                m = _MPI_TAG.match(s, pos)
-                if m:
-                    _set_rank(st, _int(m.group("r")), "prefix")
-                    layers.append("mpi")
-                    done.add("rank")
-                    pos, stage = m.end(), 6
                     continue
             if c1.isdigit() and c1:
                 m = _BRACKET_DATE.match(s, pos)

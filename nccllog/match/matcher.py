@@ -131,45 +131,25 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
             fa = file_cache[source] = attrs_from_path(source)
         for segment in _segments(text, kws or [], sampled):
             candidates = _candidate_patterns(library, kws, segment)
-            attrs: LineAttrs | None = parse_line(segment) if candidates else None
-            if attrs is not None and attrs.level in QUIET_LEVELS:
+            attrs = parse_line(segment)
+            if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
                 candidates = [p for p in candidates if p.signal != "error_line"]
-            hits_: list[tuple[Pattern, regex.Match[str]]] = []
-            for fallback_pass in (False, True) if attrs is not None else ():
-                assert attrs is not None
-                hits_ = _match_message(candidates, attrs.message, fallback_pass)
-                if hits_:
-                    break
-                # An unknown leading layer (a viewer's line number, a collector's stamp) can hide
-                # a message whose pattern is anchored at the start: retry after each separator.
-                for offset in _separator_offsets(attrs.message):
-                    hits_ = _match_message(candidates, attrs.message[offset:], fallback_pass)
-                    if hits_:
-                        attrs = replace(attrs, message=attrs.message[offset:])
-                        break
-                if hits_:
-                    break
-            matched = bool(hits_)
-            for pat, m in hits_:
-                assert attrs is not None
+            offset, found = _find(candidates, attrs.message)
+            if offset:
+                attrs = replace(attrs, message=attrs.message[offset:])
+            for pat, m in found:
                 values, lost = _typed_fields(pat, m)
                 overflow += lost
                 rows.add(source, line_no, segment, attrs, fa, pat, values)
-            if not matched and attrs is None:
-                attrs = parse_line(segment)
-            if not matched and (keep_unmatched or not kws):
-                # A line without any keyword was kept as one of its file's last lines: it dates the
-                # writer's last sign of life, so it stays as a row without a pattern.
-                if attrs is None:
-                    attrs = parse_line(segment)
-                if keep_unmatched or attrs.message.strip():
-                    rows.add(source, line_no, segment, attrs, fa, None, {}, severity=_own_level(attrs))
-            elif not matched and attrs is not None and _own_level(attrs):
-                rows.add(source, line_no, segment, attrs, fa, None, {}, severity=_own_level(attrs))
-            if not matched and any(w in segment for w in alert):
-                if attrs is None:
-                    attrs = parse_line(segment)
+            if found:
+                continue
+            level = _own_level(attrs)
+            # A line without any keyword was kept as one of its file's last lines: it dates the
+            # writer's last sign of life, so it stays as a row without a pattern.
+            if keep_unmatched or (not kws and attrs.message.strip()) or (kws and level):
+                rows.add(source, line_no, segment, attrs, fa, None, {}, severity=level)
+            if any(w in segment for w in alert):
                 tpl = _MASK.sub("N", attrs.message.strip())[:200]
                 if tpl:
                     templates[tpl] += 1
@@ -190,17 +170,21 @@ def _own_level(attrs: LineAttrs) -> str | None:
     return "warning" if attrs.level in WARNING_LEVELS else None
 
 
-def _match_message(
-    candidates: list[Pattern], message: str, fallback: bool
-) -> list[tuple[Pattern, regex.Match[str]]]:
-    """The patterns of one kind (fallback or not) that match ``message``."""
-    found = []
-    for pat in candidates:
-        if pat.fallback == fallback:
-            m = pat.regex.search(message)
-            if m is not None:
-                found.append((pat, m))
-    return found
+def _find(candidates: list[Pattern], message: str) -> tuple[int, list[tuple[Pattern, regex.Match[str]]]]:
+    """The patterns that match ``message`` (fallback patterns only where no other one does), and the
+    offset of the text they matched in. An unknown leading layer (a viewer's line number, a
+    collector's stamp) can hide a message whose pattern is anchored at the start, so each kind is
+    retried after the first separators."""
+    for fallback in (False, True):
+        kind = [p for p in candidates if p.fallback == fallback]
+        if not kind:
+            continue
+        for offset in (0, *_separator_offsets(message)):
+            text = message[offset:]
+            found = [(p, m) for p in kind if (m := p.regex.search(text)) is not None]
+            if found:
+                return offset, found
+    return 0, []
 
 
 _SEPARATOR = regex.compile(r"(?:\]|\||>>|: | -)\s+")
