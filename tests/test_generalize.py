@@ -117,3 +117,34 @@ def test_one_log_of_one_host_names_no_culprit_host() -> None:
     )
     v = _verdict(text)
     assert v.category == "network_ib" and v.culprit_hosts == ()
+
+
+@pytest.mark.parametrize(
+    ("text", "culprits", "confidence"),
+    [
+        # A bare paste: the waiter's global rank is unknown, the awaited rank 0 of the world group is named.
+        (
+            "torch.distributed.DistBackendError: [5] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Socket Timeout\n",
+            (0,),
+            "medium",
+        ),
+        # A torchrun-prefixed waiter whose group rank is its global rank.
+        (
+            "[rank3]: torch.distributed.DistBackendError: [3] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: Connection reset by peer\n",
+            (0,),
+            "medium",
+        ),
+        # Group rank 1 on global rank 9: rank 0 of that group is not global rank 0, so nobody is named.
+        (
+            "[rank9]: RuntimeError: [1] is setting up NCCL communicator and retrieving ncclUniqueId from [0] via c10d key-value store by key '1:3', but store->get('1:3') got error: Socket Timeout\n",
+            (),
+            None,
+        ),
+    ],
+)
+def test_a_waiter_points_at_the_rank_it_waits_for(
+    text: str, culprits: tuple[int, ...], confidence: str | None
+) -> None:
+    v = _verdict(text)
+    assert v.category == "bootstrap_rendezvous" and v.culprit_ranks == culprits
+    assert v.confidence != "high" and (confidence is None or v.confidence == confidence)

@@ -70,6 +70,7 @@ FIELDS: dict[str, Any] = {
     "target_pid": INT,
     "target_host": STR,
     "other_rank": INT,
+    "waits_for": INT,
     "xid": INT,
     "pci": STR,
     "seconds": FLOAT,
