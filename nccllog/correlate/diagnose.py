@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.correlate import earned, network, opcounts, setup, timeline
 from nccllog.correlate import hypotheses as hy
-from nccllog.correlate import network, opcounts, setup, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -124,6 +124,7 @@ def diagnose(
         library=library,
         coverage=coverage,
         unattributed=unattributed_failures(ev),
+        world_known=world_size is not None and why not in WEAK_WORLD_EVIDENCE,
     )
     drafts: list[hy.Draft] = []
     for rule in (
@@ -141,7 +142,9 @@ def diagnose(
         drafts.extend(rule(ctx))
     drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
     hy.reconcile(ctx, drafts)
-    hypotheses = hy.finish(ctx, drafts)
+    hy.finish(ctx, drafts)
+    earned.hold_unearned(ctx, drafts)
+    hypotheses = hy.ranked(drafts)
     verdict = _choose(ctx, hypotheses)
     if not hypotheses or verdict is not hypotheses[0]:
         hypotheses = [verdict, *hypotheses]

@@ -98,6 +98,7 @@ class Draft:
     penalty_why: list[str] = field(default_factory=list)
     kind: str = ""  # which rule proposed it (for merging and tests)
     after: bool = False  # a consequence: it came after the failure it would have to explain
+    ceiling_why: str = ""  # why ``high`` is not earned (correlate/earned.py); empty when it is
 
     def penalise(self, amount: float, why: str) -> None:
         """Lower the confidence (not the ranking) for a gap in the data."""
@@ -121,6 +122,7 @@ class Context:
     library: Library
     coverage: Coverage
     unattributed: list[Failure]
+    world_known: bool = False  # the world size was printed, not guessed from the highest rank seen
 
     @property
     def main(self) -> Aligned | None:
@@ -1925,8 +1927,8 @@ def _root_cause_note(ctx: Context, d: Draft, roots: list[dict[str, Any]]) -> Non
         d.evidence.extend(evidence(r, "torchrun root cause") for r in rc["rows"][:2])
 
 
-def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
-    """Apply data-quality penalties, rank, and turn drafts into hypotheses (best first)."""
+def finish(ctx: Context, drafts: list[Draft]) -> None:
+    """Apply data-quality penalties and settle the hosts each draft names."""
     roots = root_causes(ctx)
     single = not ctx.ev.height or (ctx.ev["source"].n_unique() <= 1 and len(_hosts_seen(ctx)) <= 1)
     repeat = bool(ctx.ev.height) and ctx.ev.filter(pl.col("repeat") > 1).height > 0
@@ -1950,6 +1952,10 @@ def finish(ctx: Context, drafts: list[Draft]) -> list[Hypothesis]:
             # Naming a host singles it out from others; with one log of one host there is no
             # other, and a job-wide cause (a setting, a peer, an endpoint) is no fault of the host.
             d.hosts = ()
+
+
+def ranked(drafts: list[Draft]) -> list[Hypothesis]:
+    """The drafts as hypotheses, best first."""
     drafts.sort(key=lambda d: (-round(d.score, 6), d.category, d.culprits))
     return [_hypothesis(d) for d in drafts]
 
@@ -1980,6 +1986,9 @@ def confidence(score: float) -> str:
 def _hypothesis(d: Draft) -> Hypothesis:
     conf = confidence(d.score - d.penalty)
     rules_out = list(d.rules_out) + [f"Confidence lowered: {why}." for why in d.penalty_why]
+    if conf == "high" and d.ceiling_why:
+        conf = "medium"
+        rules_out.append(f"Confidence held at medium: {d.ceiling_why}.")
     return Hypothesis(
         category=d.category,
         culprit_ranks=tuple(sorted(d.culprits)),

@@ -1,0 +1,86 @@
+"""When a verdict may say ``high``: the confidence a rule's score asks for must be earned.
+
+A score says how well a rule's story fits; ``high`` promises more: the culprit's own failure is in
+the logs (or a cross-rank contrast shows it), and no other story is close. Each test below holds a
+draft at ``medium`` with a sentence saying why; the thresholds are in ``earned.toml``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from importlib import resources
+
+import polars as pl
+
+from nccllog.correlate import wording as w
+from nccllog.correlate.hypotheses import HOST_CAUSES, Context, Draft
+
+
+@dataclass(frozen=True)
+class Rules:
+    """The data behind the tests (see ``earned.toml``)."""
+
+    contrast_kinds: frozenset[str]
+    close_margin: float
+    category_free: frozenset[str]
+
+
+def _load() -> Rules:
+    raw = tomllib.loads(resources.files("nccllog.correlate").joinpath("earned.toml").read_text("utf-8"))
+    return Rules(
+        contrast_kinds=frozenset(raw["contrast_kinds"]),
+        close_margin=float(raw["close_margin"]),
+        category_free=frozenset(raw["category_free"]),
+    )
+
+
+RULES = _load()
+
+
+def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
+    """Cap at ``medium`` every draft whose ``high`` is not earned, saying why.
+
+    Failure lines are error-level lines with a weight as a cause; ``stated`` holds the categories
+    they point at by themselves.
+    """
+    bad = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
+    own = {int(r) for r in bad["rank"].drop_nulls().unique().to_list()}
+    stated = {str(c) for c in bad["_fcat"].drop_nulls().unique().to_list()}
+    for d in drafts:
+        # A machine's fault (a NIC, a GPU) is proven by its own line, whichever rank wrote it.
+        hosts = set(bad.filter(pl.col("_fcat") == d.category)["host"].drop_nulls().to_list())
+        covered = own | {r for r, h in ctx.book.rank_host.items() if h in hosts}
+        why = _unearned(ctx, d, drafts, covered, stated)
+        if why:
+            d.ceiling_why = why
+
+
+def _unearned(ctx: Context, d: Draft, drafts: list[Draft], own: set[int], stated: set[str]) -> str | None:
+    if d.culprits:
+        lacking = [r for r in d.culprits if r not in own]
+        if lacking and not (d.kind in RULES.contrast_kinds and not ctx.missing):
+            return f"no error line of {w.ranks_phrase(lacking)}'s own; the culprit is inferred from what other ranks logged"
+        if not set(ctx.seen) - set(d.culprits) and not (
+            ctx.world_known and ctx.world_size == len(d.culprits)
+        ):
+            return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
+    elif d.category in HOST_CAUSES and not d.hosts:
+        return "the logs do not say which machine it is"
+    elif d.category not in stated and d.category not in RULES.category_free:
+        return "no line states this cause; it is inferred"
+    rival = next(
+        (
+            o
+            for o in drafts
+            if o is not d
+            and o.category != d.category
+            and o.culprits != d.culprits
+            and d.score - o.score < RULES.close_margin
+            and o.score <= d.score
+        ),
+        None,
+    )
+    if rival is not None:
+        return f"{rival.category.replace('_', ' ')} fits the logs almost as well"
+    return None

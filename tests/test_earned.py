@@ -1,0 +1,44 @@
+"""`high` must be earned: each test of correlate/earned.py holds a verdict at medium, with a reason."""
+
+from __future__ import annotations
+
+import nccllog
+
+_WATCHDOG = (
+    "[rank{r}]:[E1125 10:00:0{r}.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, "
+    "Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n"
+)
+_CUDA = "[rank{r}]: RuntimeError: CUDA error: an illegal memory access was encountered\n"
+
+
+def _held(v: nccllog.Hypothesis) -> list[str]:
+    return [r for r in v.rules_out if r.startswith("Confidence held at medium")]
+
+
+def test_the_culprits_own_line_and_a_contrast_earn_high() -> None:
+    text = _CUDA.format(r=2) + "".join(_WATCHDOG.format(r=r) for r in (0, 1, 3))
+    v = nccllog.analyze(text).verdict
+    assert (v.category, v.culprit_ranks, v.confidence) == ("cuda_error", (2,), "high")
+    assert not _held(v)
+
+
+def test_one_ranks_own_log_alone_is_not_a_contrast() -> None:
+    v = nccllog.analyze(_CUDA.format(r=0)).verdict
+    assert v.culprit_ranks == (0,) and v.confidence == "medium"
+    assert "only the culprit's own log" in _held(v)[0]
+
+
+def test_a_machine_fault_without_its_machine_is_not_high() -> None:
+    text = "Accelerator Fatal Error: call to cuCtxCreate returned error 214 (CUDA_ERROR_ECC_UNCORRECTABLE): uncorrectable ECC error encountered\n"
+    v = nccllog.analyze(text).verdict
+    assert v.category == "gpu_hardware_xid" and v.confidence == "medium"
+    assert "which machine" in _held(v)[0]
+
+
+def test_a_silent_rank_without_its_log_is_an_inference() -> None:
+    # Ranks 0-2 wait in #88; rank 3 left no log: it is the likely straggler, but nothing proves it.
+    init = "[rank{r}]:gpu-a1:90{r}:90{r} [{r}] NCCL INFO comm 0x5581a0 rank {r} nranks 4 cudaDev {r} nvmlDev {r} busId 1{r}000 commId 0x7f21aa31c0de1234 - Init COMPLETE\n"
+    text = "".join(init.format(r=r) + _WATCHDOG.format(r=r) for r in (0, 1, 2))
+    v = nccllog.analyze(text).verdict
+    assert (v.category, v.culprit_ranks, v.confidence) == ("straggler_hang", (3,), "medium")
