@@ -148,3 +148,9 @@ def test_a_waiter_points_at_the_rank_it_waits_for(
     v = _verdict(text)
     assert v.category == "bootstrap_rendezvous" and v.culprit_ranks == culprits
     assert v.confidence != "high" and (confidence is None or v.confidence == confidence)
+
+
+def test_ranks_missing_from_a_paste_of_reporters_are_not_named() -> None:
+    line = "[E ProcessGroupNCCL.cpp:587] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 180071{r} milliseconds before timing out.\n"
+    v = _verdict(line.format(r=3) + line.format(r=1))
+    assert v.category == "straggler_hang" and v.culprit_ranks == () and v.confidence != "high"

@@ -366,6 +366,12 @@ def _skew_rows(ctx: Context, pg: str, at: dict[int, tuple[int, str | None]]) -> 
     return _first(out, 6)
 
 
+def _only_attributed_lines(ctx: Context) -> bool:
+    """One input whose every recognised line has its writer's rank: nothing in it could be a
+    missing rank's unprefixed output."""
+    return ctx.ev["source"].n_unique() <= 1 and ctx.ev.filter(pl.col("rank").is_null()).height == 0
+
+
 def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     """The ranks that did not time out with the others (or the lone rank that did)."""
     if not a.membership_known or not a.silent:
@@ -406,8 +412,22 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
                 f"{'rank' if len(silent) == 1 else 'ranks'} that did not report {where}; "
                 f"{_reporters_text(ctx, a)} waited {waited} for {'it' if len(silent) == 1 else 'them'}."
             )
+            if len(missing) == len(silent) and not ctx.world_known and _only_attributed_lines(ctx):
+                # One paste of the reporters' lines alone, its world size only the highest rank it
+                # shows: the ranks it lacks were not pasted, which says nothing about where they were.
+                d.culprits = ()
+                d.score = 0.5
+                d.summary = (
+                    f"{_reporters_text(ctx, a).capitalize()} waited {waited} in {where} for a rank that never "
+                    "reached it; the logs given do not show which (no lines from the others)."
+                )
+                d.rules_in = [
+                    f"{_reporters_text(ctx, a).capitalize()} timed out waiting at {where}; the input has no line "
+                    f"at all from {w.ranks_phrase(missing)}, so it cannot say which of them was late."
+                ]
+                d.collect.extend(COLLECT_NEXT_TIME)
         hosts = {ctx.states[r].host for r in silent}
-        if len(silent) > 1 and len(hosts) == 1 and None not in hosts:
+        if d.culprits and len(silent) > 1 and len(hosts) == 1 and None not in hosts:
             host = hosts.pop()
             assert host is not None
             if set(ctx.book.ranks_on(host)) <= set(silent):
