@@ -42,3 +42,11 @@ def test_a_silent_rank_without_its_log_is_an_inference() -> None:
     text = "".join(init.format(r=r) + _WATCHDOG.format(r=r) for r in (0, 1, 2))
     v = nccllog.analyze(text).verdict
     assert (v.category, v.culprit_ranks, v.confidence) == ("straggler_hang", (3,), "medium")
+
+
+def test_a_rank_local_failure_of_unknown_rank_is_not_high() -> None:
+    # Four ranks wait; the out-of-memory line carries no rank: what happened is known, not where.
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 0 has a total capacity of 79.11 GiB of which 1.10 GiB is free.\n"
+    text = oom + "".join(_WATCHDOG.format(r=r) for r in (0, 1, 2, 3))
+    v = nccllog.analyze(text).verdict
+    assert v.category == "oom" and v.culprit_ranks == () and v.confidence != "high"

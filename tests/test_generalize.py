@@ -3,6 +3,8 @@ all-clear without positive evidence, the words of generic errors, SIGKILL, one-h
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 import nccllog
@@ -154,3 +156,63 @@ def test_ranks_missing_from_a_paste_of_reporters_are_not_named() -> None:
     line = "[E ProcessGroupNCCL.cpp:587] [Rank {r}] Watchdog caught collective operation timeout: WorkNCCL(OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 180071{r} milliseconds before timing out.\n"
     v = _verdict(line.format(r=3) + line.format(r=1))
     assert v.category == "straggler_hang" and v.culprit_ranks == () and v.confidence != "high"
+
+
+def _two_node_job(extra_node1: str, init: bool) -> str:
+    """Two 4-GPU nodes, ranks 0-5 and 7 time out in #412; `extra_node1` goes into node 1's log."""
+    out = []
+    for r in range(8):
+        node, dev = divmod(r, 4)
+        if init:
+            out.append(
+                f"gpu-n{node}:{5000 + r}:{5000 + r} [{dev}] NCCL INFO comm 0x55a1{r}0 rank {r} nranks 8 cudaDev {dev} "
+                f"nvmlDev {dev} busId {dev + 1}b000 commId 0x1d2c3b4a5f607182 - Init COMPLETE\n"
+            )
+        else:
+            out.append(f"[rank{r}]: host gpu-n{node} local_rank {dev}\n")
+    for r in (0, 1, 2, 3, 4, 5, 7):
+        out.append(
+            f"[rank{r}]:[E1125 10:30:0{r}.123456789 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+            "WorkNCCL(SeqNum=412, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+        )
+    return "".join(out[:8]) + extra_node1 + "".join(out[8:])
+
+
+def test_a_local_gpu_index_is_mapped_to_its_global_rank(tmp_path: Path) -> None:
+    oom = "torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.11 GiB of which 1.10 GiB is free.\n"
+    lines = _two_node_job(oom, init=True).splitlines(keepends=True)
+    (tmp_path / "node0.log").write_text(
+        "".join(
+            x for x in lines if "gpu-n0" in x or x.startswith(("[rank0]", "[rank1]", "[rank2]", "[rank3]"))
+        )
+    )
+    (tmp_path / "node1.log").write_text(
+        "".join(
+            x
+            for x in lines
+            if not ("gpu-n0" in x or x.startswith(("[rank0]", "[rank1]", "[rank2]", "[rank3]")))
+        )
+    )
+    v = nccllog.analyze(tmp_path).verdict
+    assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("oom", (6,), ("gpu-n1",))
+    assert any("GPU 2 on gpu-n1 is rank 6" in e.note for e in v.evidence)
+
+
+def test_a_gpu_index_follows_the_nodes_block_of_ranks(tmp_path: Path) -> None:
+    # No init lines: node gpu-n1 shows ranks 4, 5, 7 as local ranks 0, 1, 3, so its GPU 2 is rank 6.
+    watchdog = (
+        "gpu-n{n}: [default{d}]:[rank{r}]:[E1125 10:30:0{r}.123456789 ProcessGroupNCCL.cpp:616] [Rank {r}] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=412, OpType=ALLREDUCE, NumelIn=4096, "
+        "NumelOut=4096, Timeout(ms)=600000) ran for 600042 milliseconds before timing out.\n"
+    )
+    for n in (0, 1):
+        lines = [watchdog.format(n=n, d=d, r=4 * n + d) for d in range(4) if 4 * n + d != 6]
+        if n == 1:
+            lines.insert(
+                1,
+                "gpu-n1: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB. GPU 2 has a total capacity of 79.11 GiB of which 1.10 GiB is free.\n",
+            )
+        (tmp_path / f"node{n}.log").write_text("".join(lines))
+    v = nccllog.analyze(tmp_path).verdict
+    assert (v.category, v.culprit_ranks) == ("oom", (6,))
+    assert any("taken as local rank 2" in e.note for e in v.evidence)

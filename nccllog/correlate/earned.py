@@ -24,6 +24,7 @@ class Rules:
     contrast_kinds: frozenset[str]
     close_margin: float
     category_free: frozenset[str]
+    rank_causes: frozenset[str]
 
 
 def _load() -> Rules:
@@ -32,6 +33,7 @@ def _load() -> Rules:
         contrast_kinds=frozenset(raw["contrast_kinds"]),
         close_margin=float(raw["close_margin"]),
         category_free=frozenset(raw["category_free"]),
+        rank_causes=frozenset(raw["rank_causes"]),
     )
 
 
@@ -45,18 +47,27 @@ def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
     they point at by themselves.
     """
     bad = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
-    own = {int(r) for r in bad["rank"].drop_nulls().unique().to_list()}
+    # The rank a failure line is about (a launcher's line about a worker, a GPU mapped to its rank).
+    own = {int(r) for r in bad["subject"].drop_nulls().unique().to_list()}
     stated = {str(c) for c in bad["_fcat"].drop_nulls().unique().to_list()}
+    # Categories some of whose failure lines are tied to a rank: without a culprit, a deliberate
+    # "every rank alike" rather than an unknown writer.
+    placed = {
+        str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().unique().to_list()
+    }
     for d in drafts:
         # A machine's fault (a NIC, a GPU) is proven by its own line, whichever rank wrote it.
         hosts = set(bad.filter(pl.col("_fcat") == d.category)["host"].drop_nulls().to_list())
         covered = own | {r for r, h in ctx.book.rank_host.items() if h in hosts}
-        why = _unearned(ctx, d, drafts, covered, stated)
+        why = _unearned(ctx, d, drafts, covered, stated, placed)
         if why:
             d.ceiling_why = why
 
 
-def _unearned(ctx: Context, d: Draft, drafts: list[Draft], own: set[int], stated: set[str]) -> str | None:
+def _unearned(
+    ctx: Context, d: Draft, drafts: list[Draft], own: set[int], stated: set[str], placed: set[str]
+) -> str | None:
+    """Why ``d`` has not earned ``high`` (None when it has)."""
     if d.culprits:
         lacking = [r for r in d.culprits if r not in own]
         if lacking and not (d.kind in RULES.contrast_kinds and not ctx.missing):
@@ -67,6 +78,8 @@ def _unearned(ctx: Context, d: Draft, drafts: list[Draft], own: set[int], stated
             return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
     elif d.category in HOST_CAUSES and not d.hosts:
         return "the logs do not say which machine it is"
+    elif d.category in RULES.rank_causes and len(ctx.seen) > 1 and d.category not in placed:
+        return "the logs do not say which rank it was"
     elif d.category not in stated and d.category not in RULES.category_free:
         return "no line states this cause; it is inferred"
     rival = next(

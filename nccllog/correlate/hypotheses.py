@@ -143,7 +143,7 @@ def evidence(row: dict[str, Any], note: str = "") -> Evidence:
         text=row["text"],
         host=row.get("host"),
         time=t.isoformat() if isinstance(t, datetime) else None,
-        note=note,
+        note=note or row.get("subject_note") or "",
     )
 
 
@@ -1482,7 +1482,7 @@ def _awaited_rank(r: dict[str, Any]) -> int | None:
 def _own_failure_seen(ctx: Context, ranks: list[int]) -> bool:
     """Whether every one of ``ranks`` logged an error-level line of its own."""
     bad = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
-    own = set(bad["rank"].drop_nulls().to_list())
+    own = set(bad["subject"].drop_nulls().to_list())
     return all(r in own for r in ranks)
 
 

@@ -305,11 +305,17 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
     ):
         local.setdefault((h, lr), r)
     single_host = len(book.host_ranks) == 1
+    # A line that names a local device (``GPU 2``, a PCI address) but no host is read on its file's
+    # host when every line of that file that names a host names the same one (one node's log).
+    hosts_of = ev.filter(pl.col("host").is_not_null()).group_by("source").agg(pl.col("host").unique())
+    file_host = {src: hs[0] for src, hs in hosts_of.iter_rows() if len(hs) == 1}
     fixes: dict[int, int] = {}
-    for row in todo.select("_i", "host", "pid", "target_pid", "target_local_rank", "gpu", "pci").iter_rows(
-        named=True
-    ):
+    notes: dict[int, str] = {}  # how a local device was mapped to its global rank
+    for row in todo.select(
+        "_i", "source", "host", "pid", "target_pid", "target_local_rank", "gpu", "pci"
+    ).iter_rows(named=True):
         host = row["host"]
+        device_host = host if host is not None else file_host.get(row["source"])
         rank = None
         for pid in (row["target_pid"], row["pid"]):
             if pid is not None and rank is None:
@@ -323,15 +329,41 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
                 cands = {r for (_h, lr), r in local.items() if lr == row["target_local_rank"]}
                 rank = cands.pop() if len(cands) == 1 else None
         if rank is None and row["gpu"] is not None:
-            rank = book.rank_of_gpu(host, row["gpu"])
+            rank = book.rank_of_gpu(device_host, row["gpu"])
+            if rank is not None:
+                notes[row["_i"]] = (
+                    f"GPU {row['gpu']} on {device_host or 'its host'} is rank {rank} (NCCL init lines)"
+                )
+            elif (rank := _rank_of_local(local, device_host, row["gpu"])) is not None:
+                # No init line ties the device to a rank: torchrun's usual one GPU per local rank.
+                notes[row["_i"]] = (
+                    f"GPU {row['gpu']} on {device_host}, taken as local rank {row['gpu']} "
+                    f"(one GPU per local rank), is rank {rank}"
+                )
         if rank is None and row["pci"] is not None:
-            rank = book.rank_of_pci(host, row["pci"])
+            rank = book.rank_of_pci(device_host, row["pci"])
+            if rank is not None:
+                notes[row["_i"]] = (
+                    f"PCI {row['pci']} on {device_host or 'its host'} is rank {rank} (NCCL init lines)"
+                )
         if rank is not None:
             fixes[row["_i"]] = rank
     if not fixes:
         return ev
     fix = pl.col("_i").replace_strict(fixes, default=None, return_dtype=pl.Int64)
-    return ev.with_columns(subject=pl.coalesce("subject", fix))
+    note = pl.col("_i").replace_strict(notes, default=None, return_dtype=pl.String)
+    return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
+
+
+def _rank_of_local(local: dict[tuple[str | None, int], int], host: str | None, lr: int) -> int | None:
+    """The global rank of local rank ``lr`` on ``host``: seen, or from the node's block of ranks
+    (every rank seen there is its local rank plus one offset, as torchrun numbers nodes)."""
+    if host is None:
+        return None
+    if (host, lr) in local:
+        return local[(host, lr)]
+    offsets = {r - lr_seen for (h, lr_seen), r in local.items() if h == host}
+    return offsets.pop() + lr if len(offsets) == 1 else None
 
 
 def rank_states(
