@@ -216,3 +216,24 @@ def test_a_gpu_index_follows_the_nodes_block_of_ranks(tmp_path: Path) -> None:
     v = nccllog.analyze(tmp_path).verdict
     assert (v.category, v.culprit_ranks) == ("oom", (6,))
     assert any("taken as local rank 2" in e.note for e in v.evidence)
+
+
+@pytest.mark.parametrize(
+    ("chain", "category"),
+    [
+        # A socket system error from bootstrap, no WARN kept: a socket problem.
+        (["misc/socket.cc:567 -> 2", "misc/socket.cc:618 -> 2", "bootstrap.cc:270 -> 2"], "network_socket"),
+        # A remote error from the IB transport.
+        (["transport/net_ib.cc:1296 -> 6", "transport/net.cc:1137 -> 6"], "network_ib"),
+        # Invalid usage says NCCL failed, not why: a failure of unknown cause, never an all-clear.
+        (["transport/net_ib.cc:889 -> 5", "proxy.cc:1520 -> 5 [Proxy Thread]"], "unknown"),
+    ],
+)
+def test_an_nccl_error_trace_alone_is_a_failure(chain: list[str], category: str) -> None:
+    text = "".join(
+        f"node-b2:{pid}:{pid + 40} [{dev}] NCCL INFO {frame}\n"
+        for dev, pid in ((0, 7100), (1, 7101))
+        for frame in chain
+    )
+    v = _verdict("node-b2:7100:7100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + text)
+    assert v.category == category and v.confidence == "low"

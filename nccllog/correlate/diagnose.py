@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import earned, network, opcounts, setup, timeline
+from nccllog.correlate import earned, network, opcounts, results, setup, timeline
 from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
@@ -138,6 +138,7 @@ def diagnose(
         hy.stalls,
         hy.startup_hang,
         setup.setup_evidence,
+        results.result_chains,
     ):
         drafts.extend(rule(ctx))
     drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
@@ -168,7 +169,13 @@ def diagnose(
 
 def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
     """The verdict: the best hypothesis, ``no_failure`` (on positive evidence only), or ``unknown``."""
-    failed = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"])).height > 0
+    # NCCL's error trace is printed at INFO, but only on failure.
+    failed = (
+        ctx.ev.filter(
+            pl.col("severity").is_in(["error", "critical"]) | (pl.col("signal") == "nccl_result")
+        ).height
+        > 0
+    )
     if not hyps:
         if failed:
             return _unknown(ctx, hyps, "the logs show errors that no rule could place")

@@ -22,6 +22,7 @@ SIGNALS: tuple[str, ...] = (
     "abort",
     "nccl_error",
     "nccl_warn",
+    "nccl_result",
     "network_ib",
     "network_socket",
     "store_timeout",

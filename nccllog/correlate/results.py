@@ -1,0 +1,89 @@
+"""NCCL result chains: a failure that NCCL reported only through its error-propagation trace.
+
+The table of result codes and the source files that place them is ``nccl_results.toml``.
+"""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+from typing import Any
+
+import polars as pl
+
+from nccllog.correlate import hypotheses as hy
+
+CHAIN_SCORE = 0.4  # a chain says that and roughly where NCCL failed, never why: low confidence
+
+
+@dataclass(frozen=True)
+class Result:
+    """One ncclResult_t: its name and how its chains are placed."""
+
+    name: str
+    category: str | None
+    by_source: tuple[tuple[tuple[str, ...], str], ...]
+
+    def place(self, src_file: str | None) -> str | None:
+        """The category of a chain whose first line is in ``src_file``."""
+        src = (src_file or "").split(":", 1)[0]
+        for prefixes, category in self.by_source:
+            if src.startswith(prefixes):
+                return category
+        return self.category
+
+
+@cache
+def results() -> dict[int, Result]:
+    """The result table, by code."""
+    raw = tomllib.loads(resources.files("nccllog.correlate").joinpath("nccl_results.toml").read_text("utf-8"))
+    return {
+        int(r["code"]): Result(
+            name=r["name"],
+            category=r.get("category"),
+            by_source=tuple((tuple(b["prefix"]), b["category"]) for b in r.get("by_source", [])),
+        )
+        for r in raw["result"]
+    }
+
+
+def chain_starts(ev: pl.DataFrame) -> list[dict[str, Any]]:
+    """The first line of each process's result chain (where the failure started), in log order."""
+    rows = ev.filter(pl.col("signal") == "nccl_result").sort("_i")
+    first: dict[tuple[Any, ...], dict[str, Any]] = {}
+    for r in rows.iter_rows(named=True):
+        first.setdefault((r["source"], r.get("host"), r.get("pid")), r)
+    return list(first.values())
+
+
+def result_chains(ctx: hy.Context) -> list[hy.Draft]:
+    """A cause for chains that no WARN or error line explains, placed by code and source file."""
+    starts = chain_starts(ctx.ev)
+    if not starts:
+        return []
+    by_cat: dict[str, list[dict[str, Any]]] = {}
+    for r in starts:
+        res = results().get(int(r["code"])) if r.get("code") is not None else None
+        cat = res.place(r.get("src_file")) if res else None
+        if cat:
+            by_cat.setdefault(cat, []).append(r)
+    drafts = []
+    for cat, rows in by_cat.items():
+        d = hy.Draft(category=cat, culprits=(), kind="result_chain", score=CHAIN_SCORE)
+        first = rows[0]
+        name = results()[int(first["code"])].name
+        where = f"{first['src_file']}"
+        procs = f"{len(rows)} process{'es' if len(rows) > 1 else ''}"
+        d.summary = (
+            f"NCCL failed with {name} in {where} ({procs}); no WARN line or exception saying why was kept."
+        )
+        d.rules_in.append(f"NCCL's error trace starts at {where} -> {first['code']} ({name}) in {procs}.")
+        d.rules_out.append("A trace says where NCCL failed, not why: the WARN line before it would.")
+        d.evidence = [hy.evidence(r, "where the error trace starts") for r in rows[:4]]
+        d.collect.append(
+            "NCCL_DEBUG=WARN at least (INFO with NCCL_DEBUG_SUBSYS=INIT,NET), so the WARN line before the trace is kept."
+        )
+        drafts.append(d)
+    return drafts
