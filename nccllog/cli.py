@@ -299,7 +299,41 @@ def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# click >= 8.2 raises this (a UsageError) for a bare `nccllog`; its help text is the right answer.
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class _OneLineErrors(click.Group):
+    """click's usage errors as one line, ``nccllog: error: … (see 'nccllog analyze --help')``,
+    exit 2, instead of its usage block: the README's promise for every error."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _fail(exc.format_message().removesuffix(".") + hint)
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        except click.Abort:
+            click.echo("nccllog: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="nccllog")
 def main() -> None:
     """Read every rank's logs of a crashed NCCL / torch.distributed job and name the culprit.
