@@ -22,6 +22,7 @@ from nccllog.model import Coverage, Incident, Skipped
 PathLike = str | Path
 Inputs = PathLike | bytes | Sequence[PathLike]
 PASTE_NAME = "<paste>"
+PATH_MAX = 4096  # Linux's limit on a path's length
 __all__ = ["PASTE_NAME", "InputError", "analyze", "analyze_text", "attribute", "is_log_text"]
 
 
@@ -105,7 +106,9 @@ def is_log_text(item: str) -> bool:
     names no existing path (nor a glob that matches one) and contains whitespace or is empty."""
     if "\n" in item or "\r" in item:
         return True
-    if item == "-" or os.path.lexists(item) or (glob.has_magic(item) and glob.glob(item)):
+    # Longer than any path can be: not looked up (a glob of a long pasted line costs time).
+    fits = len(item) <= PATH_MAX
+    if fits and (item == "-" or os.path.lexists(item) or (glob.has_magic(item) and glob.glob(item))):
         return False
     return not item or any(c.isspace() for c in item)
 
