@@ -317,6 +317,7 @@ def test_one_line_paste_is_text_and_a_path_word_is_a_path(tmp_path: Path) -> Non
     assert nccllog.analyze(line).verdict.category == "straggler_hang"
     assert nccllog.pipeline.is_log_text(line)
     assert not nccllog.pipeline.is_log_text("logs/rank_1.log")  # a missing path stays a path
+    assert nccllog.pipeline.is_log_text("*a " * 3000) and not nccllog.pipeline.is_log_text("a" * 5000)
     spaced = tmp_path / "my logs"
     spaced.mkdir()
     (spaced / "r.log").write_text(line + "\n", encoding="utf-8")
