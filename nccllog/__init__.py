@@ -10,6 +10,9 @@ The library API::
     html = nccllog.render(incident, "html")          # "text" | "markdown" | "html" | "json"
     safe = nccllog.redact(incident)                  # hosts, IPs, users, e-mails, secrets -> aliases
 
+Every error nccllog raises on purpose is an ``nccllog.Error`` (``InputError``,
+``PatternLibraryError``, ``UsageError``; nccllog.errors).
+
 ``Incident`` and everything in it are frozen dataclasses (nccllog.model).
 """
 
@@ -17,6 +20,7 @@ from __future__ import annotations
 
 __version__ = "0.1.0"
 
+from nccllog.errors import Error, InputError, PatternLibraryError, UsageError
 from nccllog.model import (
     CATEGORIES,
     SCHEMA_VERSION,
@@ -34,7 +38,7 @@ from nccllog.model import (
     Skipped,
     TimelineEntry,
 )
-from nccllog.pipeline import InputError, analyze, analyze_text, attribute
+from nccllog.pipeline import analyze, analyze_text, attribute
 from nccllog.redact import redact, redact_with_map
 from nccllog.render import FORMATS, render
 
@@ -47,15 +51,18 @@ __all__ = [
     "CollectiveRow",
     "Coverage",
     "Environment",
+    "Error",
     "Evidence",
     "Finding",
     "Hypothesis",
     "Incident",
     "InputError",
+    "PatternLibraryError",
     "RankInfo",
     "SettingFinding",
     "Skipped",
     "TimelineEntry",
+    "UsageError",
     "__version__",
     "analyze",
     "analyze_text",

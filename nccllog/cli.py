@@ -18,11 +18,13 @@ from typing import Any, NoReturn, TextIO
 import click
 
 from nccllog.advice import explain_setting
-from nccllog.match.library import LibraryError, load_library
+from nccllog.errors import Error, PatternLibraryError
+from nccllog.match.library import load_library
 from nccllog.model import SEVERITIES, Incident
-from nccllog.pipeline import InputError, analyze
+from nccllog.pipeline import analyze
 from nccllog.redact import alias_table_json, redact_with_map
 from nccllog.render import FORMATS, render
+from nccllog.text_safety import clean, json_safe, one_line
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 _EXTENSIONS = {
@@ -39,26 +41,26 @@ PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # below this, reading is too quick for a 
 
 
 def _fail(message: str) -> NoReturn:
-    click.echo(f"nccllog: error: {message}", err=True)
+    """``nccllog: error: …`` on stderr, exit 2. The message is cleaned (a file name's escape
+    sequences never reach the terminal) and cut in its names, not its reason."""
+    click.echo(f"nccllog: error: {one_line(message)}", err=True)
     sys.exit(EXIT_USAGE)
 
 
 def _one_line(exc: BaseException) -> str:
-    text = str(exc).strip()
-    first = text.splitlines()[0] if text else type(exc).__name__
-    return first if len(first) <= 300 else first[:300] + "…"
+    return one_line(str(exc)) or type(exc).__name__
 
 
 def _guarded(fn: Callable[..., Any], traceback: bool, *args: Any, **kwargs: Any) -> Any:
     """Run ``fn``; errors become one line and exit 2 (``--traceback`` shows the traceback)."""
     try:
         return fn(*args, **kwargs)
-    except (InputError, LibraryError, OSError, ValueError, UnicodeError) as exc:
+    except (Error, OSError, ValueError, UnicodeError) as exc:
         if traceback:
             raise
-        if isinstance(exc, LibraryError):
+        if isinstance(exc, PatternLibraryError):
             for problem in exc.problems:
-                click.echo(f"nccllog: {problem}", err=True)
+                click.echo(f"nccllog: {one_line(problem, 1000)}", err=True)
         _fail(_one_line(exc))
     except KeyboardInterrupt:
         if traceback:
@@ -116,7 +118,8 @@ def _emit(text: str, output: str | None, quiet: bool, fmt: str) -> None:
         tmp.replace(path)
         if not quiet:
             click.echo(
-                f"nccllog: wrote {fmt} report to {output} ({_size(len(text.encode('utf-8')))})", err=True
+                f"nccllog: wrote {fmt} report to {clean(output)} ({_size(len(text.encode('utf-8')))})",
+                err=True,
             )
         return
     data = text.encode("utf-8", "replace")
@@ -207,7 +210,8 @@ def _report(
             _guarded(Path(redact_map).write_text, traceback, alias_table_json(aliases), encoding="utf-8")
             if not quiet:
                 click.echo(
-                    f"nccllog: wrote the alias table ({len(aliases)} aliases) to {redact_map}; keep it private",
+                    f"nccllog: wrote the alias table ({len(aliases)} aliases) to {clean(redact_map)};"
+                    " keep it private",
                     err=True,
                 )
     to_terminal = not output or output == "-"
@@ -295,7 +299,41 @@ def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
     return fn
 
 
-@click.group(context_settings={"help_option_names": ["-h", "--help"]})
+# click >= 8.2 raises this (a UsageError) for a bare `nccllog`; its help text is the right answer.
+_NO_ARGS_IS_HELP: Any = getattr(click.exceptions, "NoArgsIsHelpError", ())
+
+
+class _OneLineErrors(click.Group):
+    """click's usage errors as one line, ``nccllog: error: … (see 'nccllog analyze --help')``,
+    exit 2, instead of its usage block: the README's promise for every error."""
+
+    def main(
+        self,
+        args: Sequence[str] | None = None,
+        prog_name: str | None = None,
+        complete_var: str | None = None,
+        standalone_mode: bool = True,
+        **extra: Any,
+    ) -> Any:
+        if not standalone_mode:
+            return super().main(args, prog_name, complete_var, False, **extra)
+        try:
+            rv = super().main(args, prog_name, complete_var, False, **extra)
+        except _NO_ARGS_IS_HELP as exc:
+            exc.show()
+            sys.exit(exc.exit_code)
+        except click.UsageError as exc:
+            hint = f" (see '{exc.ctx.command_path} --help')" if exc.ctx is not None else ""
+            _fail(exc.format_message().removesuffix(".") + hint)
+        except click.ClickException as exc:
+            _fail(exc.format_message())
+        except click.Abort:
+            click.echo("nccllog: interrupted", err=True)
+            sys.exit(130)
+        sys.exit(rv if isinstance(rv, int) else EXIT_OK)
+
+
+@click.group(cls=_OneLineErrors, context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(package_name="nccllog")
 def main() -> None:
     """Read every rank's logs of a crashed NCCL / torch.distributed job and name the culprit.
@@ -401,7 +439,6 @@ def lines_cmd(
     import polars as pl
 
     from nccllog.pipeline import attribute
-    from nccllog.render.view import clean
 
     stdin = _read_stdin() if "-" in inputs else None
     rows = _guarded(attribute, traceback, list(inputs), stdin=stdin)
@@ -417,7 +454,7 @@ def lines_cmd(
         named=True
     ):
         if as_json:
-            click.echo(json.dumps(r, ensure_ascii=False, sort_keys=True))
+            click.echo(json_safe(json.dumps(r, ensure_ascii=False, sort_keys=True)))
         else:
             who = "-" if r["rank"] is None else f"rank {r['rank']}"
             click.echo(
@@ -433,7 +470,7 @@ def patterns_cmd(pattern_dirs: Sequence[str]) -> None:
     """List the patterns of the library."""
     lib = _guarded(load_library, False, list(pattern_dirs))
     for p in lib.patterns:
-        click.echo(f"{p.id:<48} {p.severity:<8} {p.title}")
+        click.echo(clean(f"{p.id:<48} {p.severity:<8} {p.title}"))
 
 
 @main.command("explain")
@@ -446,7 +483,7 @@ def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
     lib = _guarded(load_library, False, list(pattern_dirs))
     p = lib.get(pattern_id)
     if p is None and (setting := explain_setting(pattern_id)) is not None:
-        click.echo(setting)
+        click.echo(clean(setting, newlines=True))
         return
     if p is None:
         close = [q.id for q in lib.patterns if pattern_id.split(".")[-1] in q.id][:5]
@@ -465,4 +502,4 @@ def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
     if p.remediation:
         out += ["", "Remediation", *[f"  - {r}" for r in p.remediation]]
     out += ["", "Example", f"  {p.examples[0].line}" if p.examples else "  -", "", f"File: {p.path}"]
-    click.echo("\n".join(out))
+    click.echo(clean("\n".join(out), newlines=True))

@@ -2,7 +2,9 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable, Sequence
+import glob
+import os
+from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
 
 import polars as pl
@@ -10,6 +12,7 @@ import polars as pl
 from nccllog.advice import advise
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.ranks import resolve
+from nccllog.errors import InputError, UsageError
 from nccllog.ingest.reader import DEFAULT_MAX_DECOMPRESSED, ReadResult, read_sources
 from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
@@ -17,17 +20,16 @@ from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, 
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
+Inputs = PathLike | bytes | Sequence[PathLike]
 PASTE_NAME = "<paste>"
-
-
-class InputError(Exception):
-    """Nothing analysable was given (the CLI prints this as one line and exits 2)."""
+PATH_MAX = 4096  # Linux's limit on a path's length
+__all__ = ["PASTE_NAME", "InputError", "analyze", "analyze_text", "attribute", "is_log_text"]
 
 
 def analyze(
-    inputs: PathLike | Sequence[PathLike],
+    inputs: Inputs,
     *,
-    patterns: Sequence[PathLike] | None = None,
+    patterns: PathLike | Sequence[PathLike] | None = None,
     stdin: bytes | None = None,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     library: Library | None = None,
@@ -35,14 +37,17 @@ def analyze(
 ) -> Incident:
     """Analyse log files, directories, globs or ``-`` (standard input) and return the Incident.
 
-    A string that contains a newline is taken as pasted log text rather than a path.
-    ``patterns`` adds directories of user patterns to the built-in library.
+    ``bytes`` are log text. A ``str`` is log text when it holds a line break, or when it names no
+    existing path (nor a glob that matches one) and contains a space; any other ``str``, a ``Path``
+    and every item of a list is a path. ``patterns`` is one directory of user patterns or a list
+    of them, added to the built-in library. Raises ``nccllog.Error`` (``InputError`` when nothing
+    is analysable, ``PatternLibraryError``, ``UsageError``).
     """
-    lib = library or load_library(patterns or ())
+    lib = library or load_library(_pattern_dirs(patterns))
     sources, skipped = _sources(inputs, stdin)
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
-        raise InputError(_nothing(skipped))
+        raise InputError.nothing(skipped)
     read = read_sources(
         sources,
         prefilter_keywords(lib),
@@ -53,7 +58,7 @@ def analyze(
     )
     if not any(st.lines or not st.skipped for st in read.stats):
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
-        raise InputError(_nothing([*skipped, *(s for st in read.stats for s in st.skipped)]))
+        raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
     matched = match_lines(read.lines, lib)
     events, topology = resolve(matched.events, {st.source: st.mtime for st in read.stats if st.mtime})
     coverage = _coverage(read, matched, events, skipped, topology.notes)
@@ -69,19 +74,19 @@ def analyze(
 
 
 def attribute(
-    inputs: PathLike | Sequence[PathLike],
+    inputs: Inputs,
     *,
-    patterns: Sequence[PathLike] | None = None,
+    patterns: PathLike | Sequence[PathLike] | None = None,
     stdin: bytes | None = None,
 ) -> pl.DataFrame:
     """Every line of the inputs with its attribution (and its pattern where one matched).
 
     Reads everything (no prefilter), so it is meant for inspecting a rank's lines, not for speed.
     """
-    lib = load_library(patterns or ())
+    lib = load_library(_pattern_dirs(patterns))
     sources, skipped = _sources(inputs, stdin)
     if not sources:
-        raise InputError(_nothing(skipped))
+        raise InputError.nothing(skipped)
     read = read_sources(sources, prefilter_keywords(lib), sampled=sampled_keywords(lib), keep_all=True)
     events, _topology = resolve(
         match_lines(read.lines, lib, keep_unmatched=True).events,
@@ -90,29 +95,61 @@ def attribute(
     return events.sort("source", "line")
 
 
-def analyze_text(text: str, **kwargs: object) -> Incident:
-    """Analyse one pasted blob of interleaved log lines."""
-    return analyze(text if "\n" in text else text + "\n", **kwargs)  # type: ignore[arg-type]
+def analyze_text(text: str | bytes, **kwargs: object) -> Incident:
+    """Analyse one pasted blob of interleaved log lines (never taken for a path)."""
+    data = text if isinstance(text, bytes) else text.encode("utf-8", "surrogatepass")
+    return analyze(data, **kwargs)  # type: ignore[arg-type]
 
 
-def _nothing(skipped: Sequence[Skipped]) -> str:
-    reasons = "; ".join(f"{s.source}: {s.reason}" for s in skipped) or "no input given"
-    return f"nothing to analyse ({reasons})"
+def is_log_text(item: str) -> bool:
+    """The rule for a ``str`` given to ``analyze``: log text when it holds a line break, or when it
+    names no existing path (nor a glob that matches one) and contains whitespace or is empty."""
+    if "\n" in item or "\r" in item:
+        return True
+    # Longer than any path can be: not looked up (a glob of a long pasted line costs time).
+    fits = len(item) <= PATH_MAX
+    if fits and (item == "-" or os.path.lexists(item) or (glob.has_magic(item) and glob.glob(item))):
+        return False
+    return not item or any(c.isspace() for c in item)
 
 
-def _names(inputs: PathLike | Sequence[PathLike]) -> tuple[str, ...]:
+def _names(inputs: Inputs) -> tuple[str, ...]:
+    if isinstance(inputs, bytes):
+        return (PASTE_NAME,)
     items = [inputs] if isinstance(inputs, str | Path) else list(inputs)
     return tuple(display_name(i) for i in items)
 
 
-def _sources(
-    inputs: PathLike | Sequence[PathLike], stdin: bytes | None
-) -> tuple[list[Source], list[Skipped]]:
-    """Pasted text (a string with a newline) becomes one source; anything else is expanded as paths."""
-    if isinstance(inputs, str) and "\n" in inputs:
+def _sources(inputs: Inputs, stdin: bytes | None) -> tuple[list[Source], list[Skipped]]:
+    """Log text (bytes, or a str by ``is_log_text``) becomes one source; the rest are paths."""
+    if isinstance(inputs, bytes | bytearray | memoryview):
+        return [Source(name=PASTE_NAME, data=bytes(inputs))], []
+    if isinstance(inputs, str) and is_log_text(inputs):
         return [Source(name=PASTE_NAME, data=inputs.encode("utf-8", "surrogatepass"))], []
-    items = [inputs] if isinstance(inputs, str | Path) else list(inputs)
+    items = [inputs] if isinstance(inputs, str | Path) else _path_list(inputs, "inputs")
     return expand_inputs(items, stdin=stdin)
+
+
+def _pattern_dirs(patterns: PathLike | Sequence[PathLike] | None) -> list[PathLike]:
+    """``patterns`` as a list of directories: one ``str`` or ``Path`` is one directory."""
+    if patterns is None:
+        return []
+    if isinstance(patterns, str | Path):
+        return [patterns]
+    return _path_list(patterns, "patterns")
+
+
+def _path_list(items: object, what: str) -> list[PathLike]:
+    """A list of paths from an iterable of ``str``/``Path``; anything else is a usage error."""
+    if isinstance(items, Iterable) and not isinstance(items, str | bytes | bytearray | memoryview):
+        out = list(items)
+        if all(isinstance(i, str | Path) for i in out):
+            return out
+    raise UsageError(
+        f"{what} must be a path (str or Path) or a list of paths"
+        + (", or log text (str or bytes)" if what == "inputs" else "")
+        + f"; got {type(items).__name__}"
+    )
 
 
 def _coverage(

@@ -292,3 +292,30 @@ def test_lines_lists_one_ranks_lines_with_their_attribution() -> None:
     assert any("CUDA out of memory" in row["text"] for row in rows)
     assert all(row["attribution"] for row in rows)
     assert run(["lines", "/no/such/dir"]).exit_code == 2
+
+
+@pytest.mark.parametrize(
+    ("args", "message"),
+    [
+        (["analyze"], "Missing argument 'INPUTS...' (see 'nccllog analyze --help')"),
+        (["analyze", "x", "--format", "pdf"], "Invalid value for '--format' / '-f': 'pdf' is not one of"),
+        (["analyze", "x", "--bogus"], "No such option '--bogus'"),
+        (["analyze", "x", "--width", "5"], "Invalid value for '--width'"),
+        (["anlyze", "x"], "No such command 'anlyze'"),
+        (["lines"], "Missing argument 'INPUTS...' (see 'nccllog lines --help')"),
+        (["analyze", "x", "--bogus\x1b]0;t\x07"], "No such option '--bogus\\x1b]0;t\\x07'"),
+    ],
+)
+def test_usage_errors_are_one_line(args: list[str], message: str) -> None:
+    r = CliRunner().invoke(main, args, prog_name="nccllog")
+    assert r.exit_code == 2
+    assert r.stderr.count("\n") == 1 and r.stderr.startswith("nccllog: error: " + message), r.stderr
+    assert "Usage:" not in r.stderr and "\x1b" not in r.stderr and r.stdout == ""
+
+
+def test_help_and_version_still_work() -> None:
+    assert run(["--version"]).exit_code == 0
+    helped = CliRunner().invoke(main, ["analyze", "--help"], prog_name="nccllog")
+    assert helped.exit_code == 0 and helped.stdout.startswith("Usage: nccllog analyze")
+    bare = run([])
+    assert "Commands:" in bare.output and "error" not in bare.output

@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable, Sequence
+from collections.abc import Iterable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -11,6 +11,7 @@ from typing import Any
 import regex
 
 from nccllog.correlate.ranks import INTERNAL_SCHEMA
+from nccllog.errors import PatternLibraryError
 from nccllog.model import CATEGORIES, EVENT_BASE_COLUMNS, SEVERITIES
 
 SIGNALS: tuple[str, ...] = (
@@ -119,12 +120,7 @@ class Library:
         return None
 
 
-class LibraryError(Exception):
-    """The library has problems; ``problems`` lists every one, each with its file."""
-
-    def __init__(self, problems: Sequence[str]) -> None:
-        super().__init__(f"{len(problems)} problem(s) in the pattern library:\n" + "\n".join(problems))
-        self.problems = list(problems)
+LibraryError = PatternLibraryError  # the name this module used before nccllog.errors
 
 
 def builtin_pattern_dir() -> Path:
@@ -137,7 +133,7 @@ def builtin_pattern_dir() -> Path:
 
 
 def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True) -> Library:
-    """Load the built-in patterns plus those in ``extra_dirs``; raise LibraryError listing all problems."""
+    """Load the built-in patterns plus those in ``extra_dirs``; raise PatternLibraryError listing all problems."""
     dirs: list[Path] = [builtin_pattern_dir()] if builtin else []
     problems: list[str] = []
     for d in extra_dirs:
@@ -167,7 +163,7 @@ def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True)
             field_types.setdefault(name, typ)
             field_owner.setdefault(name, pat.path)
     if problems:
-        raise LibraryError(problems)
+        raise PatternLibraryError(problems)
     patterns.sort(key=lambda pat: pat.id)
     index: dict[str, list[int]] = {}
     for i, pat in enumerate(patterns):

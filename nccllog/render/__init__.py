@@ -8,6 +8,7 @@ Every format is deterministic: the same incident gives byte-identical output.
 
 from __future__ import annotations
 
+from nccllog.errors import UsageError
 from nccllog.model import Incident
 
 FORMATS = ("text", "markdown", "html", "json")
@@ -26,7 +27,7 @@ def render(
     ``color`` and ``width`` apply to ``text`` only (ANSI styling and the line width, default 100).
     """
     if fmt not in FORMATS:
-        raise ValueError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
+        raise UsageError(f"unknown format {fmt!r}; choose one of {', '.join(FORMATS)}")
     if redact and not incident.redacted:
         from nccllog.redact import redact as _redact
 

@@ -6,7 +6,9 @@ thousands of ranks), the collective alignment grid (ranks x sequence numbers, th
 marked), the per-rank table, findings, evidence linked to collapsible raw excerpts (source:line),
 environment, remediation and coverage. A Content-Security-Policy forbids every script and remote
 load, so even a template mistake could not run log text. Log text is data to the template, never
-template source, so ``{{ }}`` in a log stays text.
+template source, so ``{{ }}`` in a log stays text; every value the template prints is cleaned
+(nccllog.text_safety: control, escape and bidi characters shown as ``\\x1b``, ``\\u202e``) and then
+escaped.
 """
 
 from __future__ import annotations
@@ -22,7 +24,7 @@ import jinja2
 from nccllog import __version__
 from nccllog.model import Incident, RankInfo, TimelineEntry
 from nccllog.render import view
-from nccllog.render.view import clean
+from nccllog.text_safety import clean
 
 MAX_LANES = 40
 MAX_RANK_ROWS = 64
@@ -46,9 +48,17 @@ def _env() -> jinja2.Environment:
             trim_blocks=True,
             lstrip_blocks=True,
             keep_trailing_newline=True,
+            finalize=_finalize,
         )
         _ENV.filters["clean"] = clean
     return _ENV
+
+
+def _finalize(value: object) -> object:
+    """Every ``{{ }}`` of the template passes here before autoescaping: a string from a log or a
+    file name that a helper above forgot to clean still shows its control, escape and bidi
+    characters as visible escapes (cleaning is idempotent, so cleaned text is unchanged)."""
+    return clean(value, newlines=True) if isinstance(value, str) else value
 
 
 # ----------------------------------------------------------------------------------------------

@@ -2,15 +2,14 @@
 
 Deterministic: keys of maps keyed by data (ranks, hosts, settings) are sorted; lists keep the
 order the model gives them (it is meaning: evidence order, timeline order) or are sorted where
-order carries no meaning. Control characters that a terminal could interpret (DEL, C1 controls,
-bidi overrides) are written as ``\\uXXXX`` escapes, so printing the JSON is safe; the data is
-unchanged.
+order carries no meaning. Control characters that a terminal could interpret (C0 and C1 controls,
+DEL, bidi overrides and isolates; nccllog.text_safety) are written as ``\\uXXXX`` escapes, so
+printing the JSON is safe; the data is unchanged.
 """
 
 from __future__ import annotations
 
 import json
-import re
 from typing import Any
 
 from nccllog import __version__
@@ -26,8 +25,7 @@ from nccllog.model import (
     SettingFinding,
     TimelineEntry,
 )
-
-_TERMINAL_UNSAFE = re.compile("[\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069]")
+from nccllog.text_safety import json_safe
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:
@@ -187,4 +185,4 @@ def to_dict(incident: Incident) -> dict[str, Any]:
 def render_json(incident: Incident) -> str:
     """Serialise the incident deterministically (sorted where order is not meaning)."""
     text = json.dumps(to_dict(incident), indent=2, ensure_ascii=False, default=str) + "\n"
-    return _TERMINAL_UNSAFE.sub(lambda m: f"\\u{ord(m.group(0)):04x}", text)
+    return json_safe(text)

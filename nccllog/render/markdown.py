@@ -4,7 +4,10 @@ Verdict, the key evidence in fenced blocks, a short timeline table, the outlier 
 and NCCL settings seen, and what to do; it stays short for 1000 ranks (everything is folded the
 way the terminal report folds it). Log text can never break out: evidence goes in fences longer
 than any backtick run it contains, and text in tables goes in code spans of the same kind with
-``|`` escaped; text outside code is escaped (markdown punctuation, ``<``, ``&``, ``@`` mentions).
+``|`` escaped; text outside code is escaped (markdown punctuation, ``<``, ``&``, ``@`` mentions)
+and its web addresses made inert (``https[:]//…``, ``www[.]…``: a tracker links them by itself).
+Every string is first cleaned (nccllog.text_safety): control, escape and bidi characters shown as
+visible escapes.
 """
 
 from __future__ import annotations
@@ -13,7 +16,7 @@ import re
 
 from nccllog.model import Incident
 from nccllog.render import view
-from nccllog.render.view import clean
+from nccllog.text_safety import clean, defang
 
 MAX_EVIDENCE = 3
 MAX_RANK_ROWS = 8
@@ -25,9 +28,10 @@ _LINE_START = re.compile(r"^(\s*)([#>+=-])")
 
 
 def esc(text: str | None, limit: int | None = None, line_start: bool = False) -> str:
-    """Text for markdown prose, made inert (no emphasis, links, code, headings, lists, HTML,
-    entities or @-mentions) while staying readable where markdown is shown raw (few escapes)."""
-    out = clean(text, limit)
+    """Text for markdown prose, made inert (no emphasis, links, autolinks, code, headings, lists,
+    HTML, entities or @-mentions) while staying readable where markdown is shown raw (few escapes).
+    Web addresses are defanged (``https[:]//``, ``www[.]``) before the brackets are escaped."""
+    out = defang(clean(text, limit))
     out = _ENTITY.sub("&amp;", out).replace("<", "&lt;")
     out = _ALWAYS.sub(r"\\\1", out)
     out = _EDGE_UNDERSCORE.sub(r"\\_", out)
@@ -94,7 +98,7 @@ def render_markdown(incident: Incident) -> str:
             if e.host:
                 who += f" on {e.host}"
             head = f"{code(where, 200, in_table=False)} ({esc(who, 120)}"
-            head += f", {view.short_time(e.time)})" if e.time else ")"
+            head += f", {esc(view.short_time(e.time))})" if e.time else ")"
             if e.note:
                 head += f": {esc(e.note, 300)}"
             out += [head, "", fence([clean(e.text, 2000)]), ""]
@@ -118,7 +122,7 @@ def render_markdown(incident: Incident) -> str:
             count = f"×{len(r.entries)} " if len(r.entries) > 1 else ""
             mark = "**▶** " if r.anchor else ""
             out.append(
-                f"| {view.short_time(r.first.time, with_date)} | {view.relative(r.first.time, zero)} "
+                f"| {cell(view.short_time(r.first.time, with_date))} | {view.relative(r.first.time, zero)} "
                 f"| {cell(r.who(4), 60)} | {mark}{count}{code(r.first.text or r.first.pattern, 140)} |"
             )
         if after:
@@ -137,7 +141,7 @@ def render_markdown(incident: Incident) -> str:
             out.append(
                 f"| {cell(label) if not row.culprit else label} | {cell(view.hosts_label(row.hosts), 60)} "
                 f"| {cell(info.status or '-', 40)} | {cell(view.progress_label(info)) if info.rank >= 0 else '-'} "
-                f"| {view.short_time(info.last_time) if info.rank >= 0 else '-'} |"
+                f"| {cell(view.short_time(info.last_time)) if info.rank >= 0 else '-'} |"
             )
 
     env = incident.environment

@@ -2,15 +2,17 @@
 per-rank table that folds to the outliers for large jobs, other hypotheses, remediation,
 environment, and a coverage footer.
 
-Log text only ever enters rich as ``Text`` objects built from ``view.clean`` (control and escape
-characters made visible), never as markup strings, so ``[bold red]`` in a log is shown as is and
-no escape sequence from a log reaches the terminal. Output is deterministic for a given width and
+Log text only ever enters rich as ``Text`` objects built from ``clean`` (nccllog.text_safety:
+control, escape and bidi characters made visible), never as markup strings, so ``[bold red]`` in a
+log is shown as is; a last pass over the rendered report escapes any control character that is
+not rich's own colour code, so no escape sequence from a log reaches the terminal. Output is deterministic for a given width and
 colour setting (no clock, no environment lookups).
 """
 
 from __future__ import annotations
 
 import io
+import re
 from typing import Any
 
 from rich import box
@@ -22,13 +24,15 @@ from rich.text import Text
 
 from nccllog.model import Incident
 from nccllog.render import view
-from nccllog.render.view import clean
+from nccllog.text_safety import UNSAFE_CHARS, clean
 
 DEFAULT_WIDTH = 100
 SEVERITY_STYLE = {"critical": "bold red", "error": "red", "warning": "yellow", "info": "dim"}
 CONFIDENCE_STYLE = {"high": "bold green", "medium": "yellow", "low": "red"}
 MAX_RANK_ROWS = 10
 MAX_EVIDENCE = 4
+# rich's own colour codes (SGR), or any character a terminal would act on (the newline aside).
+_SGR_OR_UNSAFE = re.compile(f"\x1b\\[[0-9;]*m|(?!\n)[{UNSAFE_CHARS}]")
 
 
 def _t(text: str | None, style: str = "", limit: int | None = None) -> Text:
@@ -342,4 +346,9 @@ def render_text(incident: Incident, *, color: bool = False, width: int | None = 
     out = buf.getvalue()
     if not color:  # rich pads table rows to the width; plain text has no trailing blanks
         out = "\n".join(line.rstrip() for line in out.split("\n"))
-    return out
+    return _SGR_OR_UNSAFE.sub(lambda m: _keep_sgr(m.group(0), color), out)
+
+
+def _keep_sgr(found: str, color: bool) -> str:
+    """rich's colour codes stay when colour is on; everything else is shown as an escape."""
+    return found if color and len(found) > 1 else clean(found)

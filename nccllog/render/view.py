@@ -3,7 +3,8 @@
 The renderers only lay these views out: which per-rank rows to show for a large job (outliers
 first, the rest collapsed into groups), the window of the merged timeline around the failure
 (consecutive events of the same pattern folded into one row), the collective alignment grid
-(ranks x sequence numbers, identical rows folded), and the log text made inert for display.
+(ranks x sequence numbers, identical rows folded). Log text shown anywhere goes through
+``nccllog.text_safety.clean``.
 """
 
 from __future__ import annotations
@@ -19,6 +20,7 @@ import polars as pl
 
 from nccllog.correlate.wording import rank_runs
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
+from nccllog.text_safety import clean
 
 CATEGORY_TITLES: dict[str, str] = {
     "straggler_hang": "A rank stopped making progress (straggler or hang)",
@@ -40,30 +42,6 @@ CATEGORY_TITLES: dict[str, str] = {
 }
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2, "critical": 3}
-
-# C0 controls (tab and newline included: a display line is one line), DEL, C1 controls, and the
-# Unicode characters that reorder or hide text (bidi overrides and isolates, line separators).
-_UNSAFE = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u2028\u2029\u202a-\u202e\u2066-\u2069\ufeff]")
-
-
-def _escape_char(m: re.Match[str]) -> str:
-    c = m.group(0)
-    if c == "\t":
-        return "    "
-    code = ord(c)
-    return f"\\x{code:02x}" if code < 0x100 else f"\\u{code:04x}"
-
-
-def clean(text: str | None, limit: int | None = None) -> str:
-    """Log text made inert for display: control and reordering characters become visible escapes
-    (``\\x1b``), and the result is cut to ``limit`` characters with a marker saying how much went."""
-    if not text:
-        return ""
-    out = _UNSAFE.sub(_escape_char, text)
-    if limit is not None and len(out) > limit:
-        cut = len(out) - limit
-        out = f"{out[:limit]}… [+{cut} chars]"
-    return out
 
 
 def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
