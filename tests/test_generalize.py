@@ -237,3 +237,15 @@ def test_an_nccl_error_trace_alone_is_a_failure(chain: list[str], category: str)
     )
     v = _verdict("node-b2:7100:7100 [0] NCCL INFO NCCL version 2.21.5+cuda12.4\n" + text)
     assert v.category == category and v.confidence == "low"
+
+
+def test_a_setup_fault_names_the_machine_not_the_reporting_rank() -> None:
+    text = "".join(
+        f"[rank{r}]: gpu-s{r // 2}:{900 + r}:{900 + r} [{r % 2}] bootstrap.cc:97 NCCL WARN Bootstrap : no socket interface found\n"
+        for r in (2, 3)
+    ) + "".join(
+        f"[rank{r}]: gpu-s0:{900 + r}:{900 + r} [{r}] NCCL INFO Bootstrap : Using ib0:10.4.0.7<0>\n"
+        for r in (0, 1)
+    )
+    v = _verdict(text)
+    assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("network_socket", (), ("gpu-s1",))

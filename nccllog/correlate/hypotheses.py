@@ -76,6 +76,8 @@ MISMATCH_REMEDIATION = (
 SMALL_NUMEL = 64
 # Causes that live in one machine, so naming its host is the finding even when it is the only one.
 HOST_CAUSES = ("gpu_hardware_xid",)
+# Causes in a machine's or the job's setup (interfaces, rendezvous, installed versions, devices).
+ENV_CAUSES = ("network_socket", "bootstrap_rendezvous", "version_mismatch", "init_failure", "p2p_topology")
 STRONG = 0.75
 MEDIUM = 0.5
 
@@ -976,6 +978,12 @@ def failstop(ctx: Context) -> list[Draft]:
         named = _named_ranks(fs)
         everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
         culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
+        if cat in ENV_CAUSES and not named:
+            # A rank that reports a fault of its machine's setup is its victim: the place is the
+            # machine (named when it is not every machine seen), not the process.
+            culprits = ()
+            places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
+            hosts = sorted(places) if places < _hosts_seen(ctx) else []
         d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
         d.score = max(f.weight for f in fs)
         what = _failure_text(lead)
