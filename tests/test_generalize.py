@@ -249,3 +249,27 @@ def test_a_setup_fault_names_the_machine_not_the_reporting_rank() -> None:
     )
     v = _verdict(text)
     assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("network_socket", (), ("gpu-s1",))
+
+
+@pytest.mark.parametrize(
+    "hardware",
+    [
+        "Nov 25 10:29:58 gpu-h1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, pid=706, GPU has fallen off the bus.\n",
+        "Nov 25 10:29:58 gpu-h1 kernel: nvidia 0000:3b:00.0: AER: PCIe Bus Error: severity=Uncorrected (Fatal), type=Transaction Layer, (Receiver ID)\n",
+    ],
+)
+def test_a_hardware_fault_outranks_the_software_failure_it_causes(hardware: str) -> None:
+    init = "".join(
+        f"[rank{r}]:gpu-h{r // 4}:{700 + r}:{700 + r} [{r % 4}] NCCL INFO comm 0x5581a0 rank {r} nranks 8 cudaDev {r % 4} "
+        f"nvmlDev {r % 4} busId {r % 4 + 1}b000 commId 0x7f21aa31c0de1234 - Init COMPLETE\n"
+        for r in range(8)
+    )
+    oom = "[rank6]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 20.00 MiB. GPU 2 has a total capacity of 79.11 GiB of which 0 bytes is free.\n"
+    waits = "".join(
+        f"[rank{r}]:[E1125 10:40:0{r}.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation timeout: "
+        "WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn=1024, NumelOut=1024, Timeout(ms)=600000) ran for 600013 milliseconds before timing out.\n"
+        for r in range(8)
+        if r != 6
+    )
+    v = _verdict(init + hardware + oom + waits)
+    assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("gpu_hardware_xid", (6,), ("gpu-h1",))

@@ -1904,6 +1904,39 @@ def reconcile(ctx: Context, drafts: list[Draft]) -> None:
             if c.score <= h.score:
                 c.score = min(0.97, h.score + 0.05)
             h.rules_out.append(f"What explains the wait: {c.summary}")
+    _hardware_first(ctx, drafts)
+
+
+# Failures a broken GPU or its link produces in the process using it.
+HARDWARE_CONSEQUENCES = ("oom", "cuda_error", "segfault_crash", "other")
+HARDWARE_LEAD_S = 60  # a hardware event this long after a failure did not cause it
+
+
+def _hardware_first(ctx: Context, drafts: list[Draft]) -> None:
+    """A GPU's hardware fault outranks the software failure it causes on the same machine (an
+    out-of-memory or CUDA error right after an Xid, an NVLink or PCIe AER error)."""
+    for hw in (d for d in drafts if d.category in HOST_CAUSES):
+        hw_hosts = set(hw.hosts) | {h for r in hw.culprits if (h := _host(ctx, r))}
+        for sw in drafts:
+            if sw.category not in HARDWARE_CONSEQUENCES or sw.kind not in ("failstop", "leftover"):
+                continue
+            sw_hosts = set(sw.hosts) | {h for r in sw.culprits if (h := _host(ctx, r))}
+            if not (hw_hosts & sw_hosts or set(hw.culprits) & set(sw.culprits)):
+                continue
+            t_hw, t_sw = _earliest(hw), _earliest(sw)
+            if t_hw is not None and t_sw is not None and (t_hw - t_sw).total_seconds() > HARDWARE_LEAD_S:
+                continue
+            if hw.score <= sw.score:
+                hw.score = min(0.97, sw.score + 0.02)
+            if not hw.culprits:
+                hw.culprits = sw.culprits
+            sw.rules_out.append(f"It follows a hardware fault on the same machine: {hw.summary}")
+            hw.rules_in.append(f"What the hardware fault caused: {sw.summary}")
+
+
+def _earliest(d: Draft) -> datetime | None:
+    times = [datetime.fromisoformat(e.time) for e in d.evidence if e.time]
+    return min(times) if times else None
 
 
 def root_causes(ctx: Context) -> list[dict[str, Any]]:
