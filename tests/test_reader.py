@@ -68,9 +68,9 @@ def test_utf16_with_and_without_bom(encoding: str) -> None:
     assert read.stats[0].encoding == encoding
 
 
-def test_a_file_of_nul_bytes_is_binary() -> None:
+def test_a_file_of_nul_bytes_is_a_hole() -> None:
     read = read_sources([Source(name="core.bin", data=b"\x00" * 10000)], KEYWORDS)
-    assert [s.reason for s in read.stats[0].skipped] == ["binary file (not text)"]
+    assert [s.reason for s in read.stats[0].skipped] == ["only NUL bytes (10000): a hole, no text"]
 
 
 def test_only_the_last_progress_bar_redraw_is_matched() -> None:
