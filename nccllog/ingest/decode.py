@@ -71,10 +71,7 @@ def normalise(blocks: Iterator[bytes], dec: Decoded) -> Iterator[bytes]:
 def _transcode(block: bytes, dec: Decoded) -> bytes:
     """The UTF-16 runs of ``block`` as UTF-8; everything else as it is."""
     runs: list[tuple[int, int, str]] = []  # (start, end, codec) of the UTF-16 bytes, BOM excluded
-    whole = _whole(block)
-    if whole is not None:  # all of it is UTF-16 (short texts have no long runs of pairs)
-        runs.append((2 if block[:2] in (b"\xff\xfe", b"\xfe\xff") else 0, len(block), whole))
-    for m in () if whole else _RUNS.finditer(block):
+    for m in _RUNS.finditer(block):
         kind = next(k for k in ("bbe", "ble", "le", "be") if m.group(k) is not None)
         codec = "utf-16-be" if kind in ("bbe", "be") else "utf-16-le"
         start, end = m.start(kind), m.end(kind)
@@ -83,6 +80,12 @@ def _transcode(block: bytes, dec: Decoded) -> bytes:
             runs[-1] = (runs[-1][0], end, codec)
             continue
         runs.append((start, end, codec))
+    codecs = {c for _, _, c in runs}
+    if len(codecs) == 1 and sum(e - b for b, e, _ in runs) >= len(block) * 9 // 10:
+        runs = [(runs[0][0], len(block), runs[0][2])]  # UTF-16 throughout, non-Latin-1 text included
+    whole = _whole(block) if not runs else None
+    if whole is not None:  # a short UTF-16 text, too short for runs of pairs
+        runs.append((2 if block[:2] in (b"\xff\xfe", b"\xfe\xff") else 0, len(block), whole))
     if not runs:
         return block
     out: list[bytes] = []
