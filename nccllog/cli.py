@@ -373,7 +373,9 @@ def main() -> None:
 )
 @_report_options
 def analyze_cmd(inputs: Sequence[str], fmt: str | None, redact: bool, **kw: Any) -> None:
-    """Analyse log files, directories, globs, .gz files, or - for standard input."""
+    """Analyse log files, directories, globs, compressed files and archives (gzip, bzip2, xz, tar,
+    zip: recognised by content), or - for standard input. An input that cannot be read is a warning
+    (--strict: exit 2); input in which no line is recognised is exit 2."""
     _run(list(inputs), fmt=fmt, default_fmt="text", redact=redact, **kw)
 
 
