@@ -31,6 +31,11 @@ READ_BYTES = 64 * 1024  # compressed bytes per read: bounds what one step can in
 MAX_MEMBERS = 100_000  # archive members read; a central-directory bomb stops here
 MAX_TAR_HEADER = 1024 * 1024  # pax / GNU long-name headers larger than this are refused
 MAX_DEPTH = 3  # compression layers (a .gz of a .gz of a .gz)
+# Logs, even very repetitive ones, expand well under 100:1; gzip's ceiling is about 1,032:1. Past
+# RATIO_FROM bytes, a stream expanding more than MAX_RATIO:1 is a bomb and stops in seconds,
+# whatever the size budget.
+MAX_RATIO = 250
+RATIO_FROM = 64 * 1024 * 1024
 
 
 def _tar(head: bytes) -> bool:
@@ -130,6 +135,7 @@ class _Inflating(io.RawIOBase):
         self._dec = _decompressor(kind)
         self._pending = b""  # compressed input not yet given to the decompressor
         self.done = 0  # decompressed bytes produced
+        self.taken = 0  # compressed bytes taken from raw
         self._over = False
 
     def readable(self) -> bool:
@@ -164,6 +170,11 @@ class _Inflating(io.RawIOBase):
             if out:
                 self.done += len(out)
                 self._budget.used += len(out)
+                if self.done > RATIO_FROM and self.done > MAX_RATIO * max(self.taken, 1):
+                    self._stop(
+                        f"expands more than {MAX_RATIO}:1 (a compression bomb?) after {self.done} "
+                        "decompressed bytes; the rest is unread"
+                    )
                 return out
         return b""
 
@@ -173,25 +184,30 @@ class _Inflating(io.RawIOBase):
         if dec.eof:
             rest = dec.unused_data + self._pending
             if not rest:
-                rest = self._raw.read(READ_BYTES)
+                rest = self._take()
             if not rest or sniff(rest[:HEAD_BYTES]) != self._kind:
                 return None  # the end (trailing zeros or garbage after the last stream are ignored)
             self._dec, self._pending = _decompressor(self._kind), rest
             return b""
         if self._kind == "gzip":
-            data = dec.unconsumed_tail or self._pending or self._raw.read(READ_BYTES)
+            data = dec.unconsumed_tail or self._pending or self._take()
             self._pending = b""
             if not data:
                 raise EOFError
             return bytes(dec.decompress(data, limit))
         if dec.needs_input:
-            data = self._pending or self._raw.read(READ_BYTES)
+            data = self._pending or self._take()
             self._pending = b""
             if not data:
                 raise EOFError
         else:
             data = b""
         return bytes(dec.decompress(data, limit))
+
+    def _take(self) -> bytes:
+        data = self._raw.read(READ_BYTES)
+        self.taken += len(data)
+        return data
 
     def _stop(self, why: str) -> None:
         self._over = True

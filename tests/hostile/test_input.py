@@ -130,6 +130,17 @@ def test_total_decompression_budget_over_files(tmp_path: Path) -> None:
     assert seen(data) == [1]
 
 
+def test_gzip_bomb_stops_in_seconds_at_default_limits(tmp_path: Path) -> None:
+    """No budget given: the expansion ratio (over 250:1 past 64 MiB) stops a bomb early."""
+    (tmp_path / "bomb.log").write_bytes(_bomb(300))  # 300 MiB from about 300 KB
+    start = time.monotonic()
+    data = report(tmp_path)
+    assert time.monotonic() - start < 30
+    assert reasons(data)["bomb.log"].startswith("expands more than 250:1 (a compression bomb?) after ")
+    assert data["coverage"]["bytes_read"] < 80 * 1024 * 1024
+    assert seen(data) == [1]
+
+
 def test_per_file_budget_applies_to_archive_members(tmp_path: Path) -> None:
     buf = io.BytesIO()
     with zipfile.ZipFile(buf, "w", zipfile.ZIP_DEFLATED) as zf:
