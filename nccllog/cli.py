@@ -6,6 +6,7 @@ Errors are one line on stderr (``--traceback`` shows the Python traceback instea
 
 from __future__ import annotations
 
+import io
 import os
 import re
 import shutil
@@ -13,15 +14,16 @@ import sys
 from collections.abc import Callable, Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, NoReturn, TextIO
+from typing import IO, Any, NoReturn, TextIO
 
 import click
 
 from nccllog.advice import explain_setting
 from nccllog.errors import Error, PatternLibraryError
+from nccllog.ingest.sources import unreadable
 from nccllog.match.library import load_library
 from nccllog.model import SEVERITIES, Incident
-from nccllog.pipeline import analyze
+from nccllog.pipeline import analyze, nothing_recognised
 from nccllog.redact import alias_table_json, redact_with_map
 from nccllog.render import FORMATS, render
 from nccllog.text_safety import clean, json_safe, one_line
@@ -156,6 +158,23 @@ def _exit_code(incident: Incident, fail_on: str | None) -> int:
     return EXIT_FINDINGS if worst >= floor else EXIT_OK
 
 
+def _check_inputs(incident: Incident, strict: bool) -> None:
+    """Warn about each named input that could not be read (``--strict``: exit 2 instead), and
+    refuse an input in which nothing was recognised (its verdict would be an all-clear on nothing)."""
+    from nccllog.render.view import clean
+
+    bad = [s for s in incident.coverage.skipped if unreadable(s.reason)]
+    for s in bad:
+        click.echo(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}", err=True)
+    if strict and bad:
+        _fail(
+            f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
+        )
+    why = nothing_recognised(incident)
+    if why is not None:
+        _fail(clean(why, 600))
+
+
 @contextmanager
 def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
     """A progress bar on stderr (only on a terminal, only for large inputs); yields the callback."""
@@ -222,13 +241,39 @@ def _report(
     _guarded(_emit, traceback, text, output, quiet, fmt)
 
 
-def _read_stdin() -> bytes:
+def _stdin_stream() -> IO[bytes]:
+    """Standard input as a binary stream, which the reader consumes in chunks (bounded)."""
     if _isatty(sys.stdin):
         click.echo("nccllog: reading logs from standard input; end with Ctrl-D", err=True)
     try:
-        return sys.stdin.buffer.read()
+        return sys.stdin.buffer
     except AttributeError:
-        return sys.stdin.read().encode("utf-8", "surrogateescape")
+        return io.BytesIO(sys.stdin.read().encode("utf-8", "surrogateescape"))
+
+
+class _Unquoting(io.RawIOBase):
+    """A pasted blob, unquoted (``unquote_paste``) a bounded piece of whole lines at a time."""
+
+    PIECE = 8 * 1024 * 1024
+
+    def __init__(self, raw: IO[bytes]) -> None:
+        self._raw, self._rest, self._out, self._eof = raw, b"", b"", False
+
+    def readable(self) -> bool:
+        return True
+
+    def readinto(self, b: Any) -> int:
+        while not self._out and not self._eof:
+            piece = self._raw.read(self.PIECE)
+            data = self._rest + piece
+            cut = len(data) if not piece or len(data) > 2 * self.PIECE else data.rfind(b"\n") + 1
+            data, self._rest = data[:cut], data[cut:]
+            self._eof = not piece
+            if data:
+                self._out = unquote_paste(data)
+        n = min(len(b), len(self._out))
+        b[:n], self._out = self._out[:n], self._out[n:]
+        return n
 
 
 # What a tracker's markdown makes of `net_ib.cc:101` or `10.1.3.201` in a pasted log: a link whose
@@ -285,7 +330,20 @@ _common_report_options = [
         type=click.IntRange(min=0),
         default=8 * 1024**3,
         show_default=True,
-        help="Read at most this many decompressed bytes per .gz file.",
+        help="Read at most this many decompressed bytes per compressed file or archive member,"
+        " and at most this many bytes of standard input.",
+    ),
+    click.option(
+        "--max-total-decompressed",
+        type=click.IntRange(min=0),
+        default=32 * 1024**3,
+        show_default=True,
+        help="Read at most this many decompressed bytes over all compressed inputs together.",
+    ),
+    click.option(
+        "--strict",
+        is_flag=True,
+        help="Exit 2 when an input named cannot be read (missing, unreadable), even next to good ones.",
     ),
     click.option(
         "--traceback", is_flag=True, help="Show Python tracebacks of errors (for debugging nccllog)."
@@ -353,7 +411,9 @@ def main() -> None:
 )
 @_report_options
 def analyze_cmd(inputs: Sequence[str], fmt: str | None, redact: bool, **kw: Any) -> None:
-    """Analyse log files, directories, globs, .gz files, or - for standard input."""
+    """Analyse log files, directories, globs, compressed files and archives (gzip, bzip2, xz, tar,
+    zip: recognised by content), or - for standard input. An input that cannot be read is a warning
+    (--strict: exit 2); input in which no line is recognised is exit 2."""
     _run(list(inputs), fmt=fmt, default_fmt="text", redact=redact, **kw)
 
 
@@ -385,13 +445,15 @@ def _run(
     quiet: bool,
     pattern_dirs: Sequence[str],
     max_decompressed: int,
+    max_total_decompressed: int,
+    strict: bool,
     traceback: bool,
     paste: bool = False,
 ) -> None:
     out_fmt = _output_format(fmt, output, default_fmt)
-    stdin = _read_stdin() if "-" in inputs else None
-    if paste and stdin:
-        stdin = unquote_paste(stdin)
+    stdin = _stdin_stream() if "-" in inputs else None
+    if paste and stdin is not None:
+        stdin = io.BufferedReader(_Unquoting(stdin))
     with _progress(not quiet) as progress:
         incident: Incident = _guarded(
             analyze,
@@ -400,8 +462,10 @@ def _run(
             patterns=list(pattern_dirs),
             stdin=stdin,
             max_decompressed=max_decompressed,
+            max_total_decompressed=max_total_decompressed,
             progress=progress,
         )
+    _check_inputs(incident, strict)
     _report(
         incident,
         fmt=out_fmt,
@@ -440,7 +504,7 @@ def lines_cmd(
 
     from nccllog.pipeline import attribute
 
-    stdin = _read_stdin() if "-" in inputs else None
+    stdin = _stdin_stream() if "-" in inputs else None
     rows = _guarded(attribute, traceback, list(inputs), stdin=stdin)
     if ranks:
         rows = rows.filter(pl.col("rank").is_in(list(ranks)))

@@ -119,7 +119,12 @@ class Skipped:
 
 @dataclass(frozen=True)
 class Coverage:
-    """What was read, what matched, and what was skipped. lines = matched + unmatched + skipped."""
+    """What was read, what matched, and what was skipped.
+
+    ``lines`` (physical lines read) = ``matched`` + ``unmatched`` + ``skipped_lines``; the skipped
+    lines are read and counted but not matched one by one, and ``skipped_line_reasons`` says why
+    (reason, count). ``skipped`` lists the files or line ranges not read at all, with reasons.
+    """
 
     files: int
     lines: int
@@ -131,6 +136,9 @@ class Coverage:
     skipped_lines: int = 0
     truncated_lines: int = 0
     notes: tuple[str, ...] = ()
+    unmatched: int = 0
+    skipped_line_reasons: tuple[tuple[str, int], ...] = ()
+    unaligned_hosts: tuple[str, ...] = ()  # hosts whose clocks no sync point ties to the others
 
 
 @dataclass(frozen=True)

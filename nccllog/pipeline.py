@@ -2,10 +2,12 @@
 
 from __future__ import annotations
 
+import dataclasses
 import glob
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
+from typing import IO
 
 import polars as pl
 
@@ -13,7 +15,12 @@ from nccllog.advice import advise
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.ranks import resolve
 from nccllog.errors import InputError, UsageError
-from nccllog.ingest.reader import DEFAULT_MAX_DECOMPRESSED, ReadResult, read_sources
+from nccllog.ingest.reader import (
+    DEFAULT_MAX_DECOMPRESSED,
+    DEFAULT_MAX_TOTAL_DECOMPRESSED,
+    ReadResult,
+    read_sources,
+)
 from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
 from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keep, sampled_keywords
@@ -30,8 +37,9 @@ def analyze(
     inputs: Inputs,
     *,
     patterns: PathLike | Sequence[PathLike] | None = None,
-    stdin: bytes | None = None,
+    stdin: bytes | IO[bytes] | None = None,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    max_total_decompressed: int = DEFAULT_MAX_TOTAL_DECOMPRESSED,
     library: Library | None = None,
     progress: Callable[[int, int], None] | None = None,
 ) -> Incident:
@@ -40,8 +48,11 @@ def analyze(
     ``bytes`` are log text. A ``str`` is log text when it holds a line break, or when it names no
     existing path (nor a glob that matches one) and contains a space; any other ``str``, a ``Path``
     and every item of a list is a path. ``patterns`` is one directory of user patterns or a list
-    of them, added to the built-in library. Raises ``nccllog.Error`` (``InputError`` when nothing
-    is analysable, ``PatternLibraryError``, ``UsageError``).
+    of them, added to the built-in library. ``stdin`` may be bytes or a binary stream (read in
+    chunks, at most ``max_decompressed`` bytes of it); ``max_decompressed`` bounds each compressed
+    file or archive member, ``max_total_decompressed`` all of them together. Raises
+    ``nccllog.Error`` (``InputError`` when nothing is analysable, ``PatternLibraryError``,
+    ``UsageError``).
     """
     lib = library or load_library(_pattern_dirs(patterns))
     sources, skipped = _sources(inputs, stdin)
@@ -54,6 +65,7 @@ def analyze(
         sampled=sampled_keywords(lib),
         keep=sampled_keep(lib),
         max_decompressed=max_decompressed,
+        max_total_decompressed=max_total_decompressed,
         progress=progress,
     )
     if not any(st.lines or not st.skipped for st in read.stats):
@@ -70,14 +82,14 @@ def analyze(
         library=lib,
         inputs=names,
     )
-    return advise(incident, lib)
+    return advise(_with_unaligned_hosts(incident), lib)
 
 
 def attribute(
     inputs: Inputs,
     *,
     patterns: PathLike | Sequence[PathLike] | None = None,
-    stdin: bytes | None = None,
+    stdin: bytes | IO[bytes] | None = None,
 ) -> pl.DataFrame:
     """Every line of the inputs with its attribution (and its pattern where one matched).
 
@@ -120,7 +132,7 @@ def _names(inputs: Inputs) -> tuple[str, ...]:
     return tuple(display_name(i) for i in items)
 
 
-def _sources(inputs: Inputs, stdin: bytes | None) -> tuple[list[Source], list[Skipped]]:
+def _sources(inputs: Inputs, stdin: bytes | IO[bytes] | None) -> tuple[list[Source], list[Skipped]]:
     """Log text (bytes, or a str by ``is_log_text``) becomes one source; the rest are paths."""
     if isinstance(inputs, bytes | bytearray | memoryview):
         return [Source(name=PASTE_NAME, data=bytes(inputs))], []
@@ -173,10 +185,13 @@ def _coverage(
     if matched.overflow_fields:
         notes.append(f"{matched.overflow_fields} numeric field(s) did not fit in 64 bits and were left empty")
     sampled_out = sum(st.sampled_out for st in read.stats)
+    reasons: list[tuple[str, int]] = []
     if sampled_out:
+        reason = "high-volume progress lines (e.g. NCCL opCount) counted, not matched one by one"
+        reasons.append((reason, sampled_out))
         notes.append(
             f"{sampled_out} high-volume progress line(s) (e.g. NCCL opCount) were counted but not analysed;"
-            " the last of each file were"
+            " the last lines of each writer were analysed"
         )
     truncated = sum(st.truncated_lines for st in read.stats)
     if truncated:
@@ -184,6 +199,7 @@ def _coverage(
     for st in read.stats:
         if st.encoding != "utf-8":
             notes.append(f"{st.source}: decoded as {st.encoding}")
+    skipped_lines = sum(n for _, n in reasons)
     return Coverage(
         files=len(read.stats),
         lines=lines_total,
@@ -192,6 +208,48 @@ def _coverage(
         skipped=tuple(sorted(all_skipped, key=lambda s: (s.source, s.reason))),
         bytes_read=sum(st.bytes for st in read.stats),
         decode_replacements=sum(st.decode_replacements for st in read.stats),
+        skipped_lines=skipped_lines,
         truncated_lines=truncated,
         notes=tuple(notes),
+        unmatched=lines_total - matched_lines - skipped_lines,
+        skipped_line_reasons=tuple(reasons),
     )
+
+
+def _with_unaligned_hosts(incident: Incident) -> Incident:
+    """Name the hosts with timed lines whose clocks no sync point tied to the others' (their times
+    are as logged, so order across hosts involving them is not established)."""
+    ev = incident.events
+    if not ev.height or "host" not in ev.columns:
+        return incident
+    timed = ev.filter(pl.col("time").is_not_null() & pl.col("host").is_not_null())
+    hosts = sorted(set(timed.get_column("host").to_list()))
+    if len(hosts) < 2:
+        return incident
+    unaligned = tuple(h for h in hosts if h not in incident.host_offsets)
+    if not unaligned:
+        return incident
+    c = incident.coverage
+    shown = ", ".join(unaligned[:8]) + (f" and {len(unaligned) - 8} more" if len(unaligned) > 8 else "")
+    note = (
+        f"clock of {len(unaligned)} host(s) could not be aligned with the others (no shared sync point): "
+        f"{shown}; their times are as logged"
+    )
+    coverage = dataclasses.replace(c, unaligned_hosts=unaligned, notes=(*c.notes, note))
+    return dataclasses.replace(incident, coverage=coverage)
+
+
+def nothing_recognised(incident: Incident) -> str | None:
+    """Why the analysis found nothing to stand on, or None: no line read is one that nccllog
+    recognises, other than progress bars (an empty paste, a non-log file, only tqdm output).
+    The verdict of such an input would be an all-clear on no evidence, so the CLI refuses it."""
+    ev = incident.events
+    if ev.height and ev.filter(pl.col("pattern").is_not_null() & (pl.col("signal") != "progress")).height:
+        return None
+    c = incident.coverage
+    progress = ev.filter(pl.col("signal") == "progress").height if ev.height else 0
+    what = f"{c.files} file(s), {c.lines:,} line(s)" + (
+        f", {progress} progress-bar line(s)" if progress else ""
+    )
+    skipped = f"; skipped: {c.skipped[0].source}: {c.skipped[0].reason}" if c.skipped else ""
+    return f"nothing recognised: read {what}, and no line is an NCCL, PyTorch, launcher or kernel log line nccllog knows{skipped}"

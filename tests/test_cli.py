@@ -110,8 +110,10 @@ def test_fail_on(tmp_path: Path) -> None:
     assert run(["analyze", _oom_logs(), "--fail-on", "critical", "-q"]).exit_code in (0, 1)
     clean = tmp_path / "ok.log"
     clean.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n", encoding="utf-8")
-    assert run(["analyze", str(clean), "--fail-on", "warning"]).exit_code == 0
-    assert run(["analyze", str(clean)]).exit_code == 0
+    # Nothing recognised is no all-clear: exit 2, one line saying what was read.
+    r = run(["analyze", str(clean), "--fail-on", "warning"])
+    assert r.exit_code == 2
+    assert r.stderr.startswith("nccllog: error: nothing recognised: read 1 file(s), 2 line(s)")
 
 
 def test_missing_input_is_one_line_exit_2(tmp_path: Path) -> None:

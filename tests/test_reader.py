@@ -3,9 +3,12 @@ high-volume progress lines are thinned to the last ones of each file, and counte
 
 from __future__ import annotations
 
+import tempfile
 from pathlib import Path
 
 import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
 
 from nccllog.ingest import reader
 from nccllog.ingest.reader import SAMPLED_KEEP, TAIL_LINES, read_sources
@@ -68,9 +71,9 @@ def test_utf16_with_and_without_bom(encoding: str) -> None:
     assert read.stats[0].encoding == encoding
 
 
-def test_a_file_of_nul_bytes_is_binary() -> None:
+def test_a_file_of_nul_bytes_is_a_hole() -> None:
     read = read_sources([Source(name="core.bin", data=b"\x00" * 10000)], KEYWORDS)
-    assert [s.reason for s in read.stats[0].skipped] == ["binary file (not text)"]
+    assert [s.reason for s in read.stats[0].skipped] == ["only NUL bytes (10000): a hole, no text"]
 
 
 def test_only_the_last_progress_bar_redraw_is_matched() -> None:
@@ -154,3 +157,46 @@ def test_a_keyword_can_keep_more_last_lines_than_the_default() -> None:
     assert [t for t in kept if "opCount" in t] == [ln for ln in lines if "opCount" in ln][-20:]
     assert len([t for t in kept if "via P2P" in t]) == SAMPLED_KEEP
     assert read.stats[0].sampled_out == 600 - 20 - SAMPLED_KEEP
+
+
+# Lines of every kind the accounting distinguishes: matched, progress (thinned), unmatched, blank,
+# CR-redrawn, over-long, invalid UTF-8.
+_KINDS = [
+    "[rank{r}]:[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+    "operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=600000) "
+    "ran for 600128 milliseconds before timing out.",
+    "host{r}:1:1 [0] NCCL INFO AllReduce: opCount {r} sendbuff 0x1 recvbuff 0x2 count 1 datatype 7 op 0 "
+    "root 0 comm 0x3 [nranks=2] stream 0x4",
+    "Map: 50%|#####     | 5/10 [00:01<00:01, 9.9it/s]\rMap: 100%|##########| 10/10 [00:02<00:00, 9.9it/s]",
+    "epoch {r} loss 0.{r}",
+    "",
+    "host{r}:1:1 [0] misc/socket.cc:50 NCCL WARN socket error \xff",
+]
+
+
+@given(
+    files=st.lists(
+        st.lists(st.tuples(st.integers(0, len(_KINDS) - 1), st.integers(0, 3)), max_size=60),
+        min_size=1,
+        max_size=4,
+    ),
+    crlf=st.booleans(),
+)
+@settings(max_examples=40, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+def test_coverage_adds_up(tmp_path: Path, files: list[list[tuple[int, int]]], crlf: bool) -> None:
+    """lines read = matched + unmatched + skipped_lines, and the skipped reasons add up."""
+    from nccllog.pipeline import analyze
+
+    end = "\r\n" if crlf else "\n"
+    root = Path(tempfile.mkdtemp(dir=tmp_path))
+    expected = 0
+    for i, lines in enumerate(files):
+        body = end.join(_KINDS[k].format(r=r) for k, r in lines)
+        (root / f"rank_{i}.log").write_bytes(body.encode("utf-8", "surrogateescape"))
+        parts = body.split(end)
+        expected += len(parts) - (parts[-1] == "")
+    c = analyze(root).coverage
+    assert c.lines == c.matched + c.unmatched + c.skipped_lines
+    assert c.unmatched >= 0 and c.matched >= 0
+    assert c.skipped_lines == sum(n for _, n in c.skipped_line_reasons)
+    assert c.lines == expected

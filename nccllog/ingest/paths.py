@@ -32,7 +32,7 @@ from dataclasses import dataclass
 
 import regex
 
-_INT64_MAX = 2**63 - 1
+from nccllog.ingest.numbers import int64
 
 
 @dataclass(frozen=True)
@@ -108,13 +108,13 @@ def attrs_from_path(path: str) -> FileAttrs:
     if len(parts) >= 3 and _ATTEMPT_FILE.fullmatch(name) and parts[-2].isdigit():
         m = _ATTEMPT_DIR.fullmatch(parts[-3])
         if m and len(parts[-2]) <= 9:
-            local, attempt = int(parts[-2]), int(m.group("n"))
+            local, attempt = int64(parts[-2]), int64(m.group("n"))
             single = True
             ev.append(f"torchrun log dir {'/'.join(parts[-3:])} (local rank {local}, attempt {attempt})")
     if attempt is None and len(parts) >= 2 and _FILTERED.fullmatch(name):
         m = _ATTEMPT_DIR.fullmatch(parts[-2])
         if m:
-            attempt = int(m.group("n"))
+            attempt = int64(m.group("n"))
             ev.append(f"torchrun log dir {'/'.join(parts[-2:])} (attempt {attempt})")
 
     # rank / local rank words, file name first, then folders from the innermost out
@@ -125,13 +125,13 @@ def attrs_from_path(path: str) -> FileAttrs:
         if local is None:
             m = _LOCAL.search(part)
             if m:
-                local = int(m.group("n"))
+                local = int64(m.group("n"))
                 single = True
                 ev.append(f"{where} {part} (local rank {local})")
         if rank is None:
             m = _RANK.search(part) or (_WORKER.fullmatch(part) if i == 0 else None)
             if m:
-                rank = int(m.group("n"))
+                rank = int64(m.group("n"))
                 single = True
                 ev.append(f"{where} {part}")
 
@@ -139,11 +139,11 @@ def attrs_from_path(path: str) -> FileAttrs:
     if rank is None:
         m = _NCCL_FILE.fullmatch(name)
         if m and _host_ok(m.group("host")) and "rank" not in m.group("host").lower():
-            host, pid = m.group("host"), int(m.group("pid"))
+            host, pid = m.group("host"), int64(m.group("pid"))
         elif any("nccl" in p.lower() for p in parts[:-1]):
             m = _HOST_PID.fullmatch(name)
             if m and _host_ok(m.group("host")):
-                host, pid = m.group("host"), int(m.group("pid"))
+                host, pid = m.group("host"), int64(m.group("pid"))
         if pid is not None:
             single = True
             ev.append(f"NCCL debug file {name} (host {host}, pid {pid})")
@@ -166,7 +166,7 @@ def attrs_from_path(path: str) -> FileAttrs:
     for part in reversed(parts):
         m = _DATE.search(part)
         if m:
-            year = int(m.group("y"))
+            year = int64(m.group("y"))
             break
 
     return FileAttrs(

@@ -66,9 +66,9 @@ from typing import Any
 import regex
 
 from nccllog.ingest import timestamps as ts
+from nccllog.ingest.numbers import INT64_MAX, int64
 from nccllog.ingest.timestamps import PartialTime
 
-INT64_MAX = 2**63 - 1
 PID_MAX = 4194304  # PID_MAX_LIMIT on 64-bit Linux; a larger "pid" is a thread ident
 
 
@@ -101,12 +101,7 @@ class LineAttrs:
     uptime: float | None = None  # dmesg seconds since boot (not a wall time)
 
 
-def _int(s: str | None) -> int | None:
-    """A non-negative int64 from ASCII digits, else None."""
-    if not s:
-        return None
-    v = int(s)
-    return v if v <= INT64_MAX else None
+_int = int64  # a non-negative int64 from ASCII digits, else None (never int() on a long run)
 
 
 _A = regex.ASCII

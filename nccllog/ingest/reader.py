@@ -8,30 +8,30 @@ Everything else is only counted.
 
 from __future__ import annotations
 
-import codecs
 import contextlib
 import functools
 import io
 import itertools
 import os
-import zlib
 from collections.abc import Callable, Iterator, Mapping, Sequence
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from datetime import datetime
-from typing import Any
+from typing import IO, Any, cast
 
 import polars as pl
 import regex
 
+from nccllog.ingest.decode import Decoded, normalise
 from nccllog.ingest.sources import Source
+from nccllog.ingest.unpack import Budget, Leaf, open_leaves
 from nccllog.model import Skipped
 
 CHUNK_BYTES = 32 * 1024 * 1024
-GZ_READ_BYTES = 64 * 1024  # compressed bytes per read (bounds what one read can inflate to)
 MAX_LINE_BYTES = 1024 * 1024  # longer lines are cut here for analysis (and counted)
 TAIL_LINES = 3
-DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3
+DEFAULT_MAX_DECOMPRESSED = 8 * 1024**3  # per compressed file or archive member, and for stdin
+DEFAULT_MAX_TOTAL_DECOMPRESSED = 32 * 1024**3  # over all inputs together
 # Single-byte column separators that log text practically never contains; a chunk that holds
 # all of them (binary junk) is split in Python instead.
 _SEPARATORS = (b"\x1f", b"\x1e", b"\x1d", b"\x1c", b"\x01")
@@ -68,7 +68,6 @@ class FileStats:
     mtime: datetime | None = None  # the file's modification time (local), for years the lines omit
     skipped: list[Skipped] = field(default_factory=list)
     encoding: str = "utf-8"
-    on_bytes: Callable[[int], None] | None = None  # progress: called with input bytes consumed
 
 
 @dataclass(frozen=True)
@@ -87,6 +86,7 @@ def read_sources(
     keep: Mapping[str, int] | None = None,
     keep_all: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
+    max_total_decompressed: int = DEFAULT_MAX_TOTAL_DECOMPRESSED,
     progress: Callable[[int, int], None] | None = None,
 ) -> ReadResult:
     """Read every source and keep the lines that contain any keyword, plus each file's last lines.
@@ -99,6 +99,9 @@ def read_sources(
     for the lines of some of those keywords (the largest where a line has several).
     ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
+    Sources are opened by content (``unpack``): compressed data and archives are read whatever
+    their names, inflated against ``max_decompressed`` per file (and per standard input) and
+    ``max_total_decompressed`` over all inputs; archive members are read as files of their own.
     Small files are read whole and processed many at a time, so that the per-query cost of
     polars is paid per batch, not per file; large files are read in bounded chunks.
     """
@@ -111,34 +114,31 @@ def read_sources(
     stats: list[FileStats] = []
     batch = _Batch(kw, keep_all)
     on_bytes = _progress_counter(sources, progress) if progress is not None else None
+    budget = Budget(per_file=max_decompressed, total=max_total_decompressed)
     # While polars splits and filters one batch (without the GIL), this thread reads the next.
     with ThreadPoolExecutor(max_workers=1) as pool:
         pending: list[Future[list[pl.DataFrame]]] = []
         for src in sources:
-            st = FileStats(source=src.name, on_bytes=on_bytes)
-            stats.append(st)
-            blocks = _blocks(src, st, max_decompressed)
-            first = next(blocks, None)
-            if first is None:
-                continue
-            encoding = _utf16(first)
-            if encoding is not None:
-                st.encoding = encoding
-                blocks = _transcode(itertools.chain((first,), blocks), encoding, st)
-                first = next(blocks, b"")
-            second = next(blocks, None)
-            if second is None:
-                data = _first_chunk(first, st)
-                if data is not None:
-                    st.bytes = len(first)
-                    batch.add(src.name, data, st)
-                    if batch.size >= BATCH_BYTES:
-                        if len(pending) >= 2:  # bound the memory held by batches in flight
-                            frames.extend(pending.pop(0).result())
-                        pending.append(pool.submit(batch.flush))
-                        batch = _Batch(kw, keep_all)
-            else:
-                frames.extend(_read_chunked(src, itertools.chain((first, second), blocks), kw, keep_all, st))
+            for leaf, st, blocks in _leaves(src, budget, on_bytes):
+                stats.append(st)
+                if blocks is None:
+                    continue
+                first = next(blocks, None)
+                second = next(blocks, None) if first is not None else None
+                if first is not None and second is None:
+                    data = _first_chunk(first, st)
+                    if data is not None:
+                        st.bytes = len(first)
+                        batch.add(st.source, data, st)
+                        if batch.size >= BATCH_BYTES:
+                            if len(pending) >= 2:  # bound the memory held by batches in flight
+                                frames.extend(pending.pop(0).result())
+                            pending.append(pool.submit(batch.flush))
+                            batch = _Batch(kw, keep_all)
+                elif first is not None and second is not None:
+                    chained = itertools.chain((first, second), blocks)
+                    frames.extend(_read_chunked(chained, kw, keep_all, st))
+                _finish(leaf, st)
         pending.append(pool.submit(batch.flush))
         for fut in pending:
             frames.extend(fut.result())
@@ -325,7 +325,7 @@ def _alternation(keywords: tuple[str, ...]) -> str:
 
 
 def _read_chunked(
-    src: Source, blocks: Iterator[bytes], keywords: _Keywords, keep_all: bool, st: FileStats
+    blocks: Iterator[bytes], keywords: _Keywords, keep_all: bool, st: FileStats
 ) -> list[pl.DataFrame]:
     """A large file, chunk by chunk: memory stays bounded by the chunk size."""
     frames: list[pl.DataFrame] = []
@@ -369,35 +369,7 @@ def _read_chunked(
         return []
     # A tail line may also be a keyword hit: keep one copy, in file order.
     out = _with_keywords(pl.concat(frames).unique(subset=["line"], keep="first").sort("line"), keywords)
-    return [out.with_columns(pl.lit(src.name).alias("source")).select(CANDIDATE_COLUMNS)]
-
-
-def _utf16(first: bytes) -> str | None:
-    """The UTF-16 flavour of a file from its first block (BOM, or NUL in every other byte), else None."""
-    if first[:2] in (b"\xff\xfe", b"\xfe\xff"):
-        return "utf-16"
-    head = first[:8192]
-    if len(head) < 4:
-        return None
-    odd, even = head[1::2].count(b"\x00"), head[0::2].count(b"\x00")
-    # ASCII text in UTF-16 has a NUL in every other byte, and only there (a file of NULs is binary).
-    if odd > len(head) // 3 and even < len(head) // 8:
-        return "utf-16-le"
-    if even > len(head) // 3 and odd < len(head) // 8:
-        return "utf-16-be"
-    return None
-
-
-def _transcode(blocks: Iterator[bytes], encoding: str, st: FileStats) -> Iterator[bytes]:
-    """Re-encode every block of a UTF-16 file as UTF-8 (incrementally: pairs may straddle blocks)."""
-    decoder = codecs.getincrementaldecoder(encoding)(errors="replace")
-    for block in blocks:
-        text = decoder.decode(block)
-        st.decode_replacements += text.count("\ufffd")
-        yield text.encode("utf-8", "surrogatepass")
-    tail = decoder.decode(b"", final=True)
-    if tail:
-        yield tail.encode("utf-8", "surrogatepass")
+    return [out.with_columns(pl.lit(st.source).alias("source")).select(CANDIDATE_COLUMNS)]
 
 
 def _first_chunk(chunk: bytes, st: FileStats) -> bytes | None:
@@ -469,91 +441,129 @@ def _chunks(blocks: Iterator[bytes], st: FileStats) -> Iterator[bytes]:
         yield pending + b"\n"
 
 
-def _blocks(src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
+def _leaves(
+    src: Source, budget: Budget, on_bytes: Callable[[int], None] | None
+) -> Iterator[tuple[Leaf, FileStats, Iterator[bytes] | None]]:
+    """Each text stream of ``src`` (itself, its decompressed content, or its archive members) with
+    its statistics and its blocks (UTF-8, hole skipped); blocks is None for a leaf not read."""
+    mtime: datetime | None = None
     size: int | None = None
+    raw: IO[bytes]
     if src.data is not None:
-        raw: io.BufferedIOBase = io.BytesIO(src.data)
+        raw = io.BytesIO(src.data)
+    elif src.stream is not None:
+        raw = src.stream
     else:
         assert src.path is not None
         try:
             raw = open(src.path, "rb")  # noqa: SIM115 - closed below
         except OSError as exc:
+            st = FileStats(source=src.name)
             st.skipped.append(Skipped(source=src.name, reason=f"cannot open: {exc.strerror or exc}"))
+            yield Leaf(src.name, None), st, None
             return
         with contextlib.suppress(OSError, OverflowError, ValueError):
             stat = os.fstat(raw.fileno())
+            mtime = datetime.fromtimestamp(stat.st_mtime)
             size = stat.st_size if stat.st_size > 0 else None  # /proc-like files report 0
-            st.mtime = datetime.fromtimestamp(stat.st_mtime)
+    counted = _Counted(raw, on_bytes, stdin_budget=budget if src.stream is not None else None)
     try:
-        if src.compressed:
-            yield from _gunzip(raw, src, st, max_decompressed)
-            return
-        while True:
-            try:
-                # A file smaller than a chunk is read at its own size: asking for a whole chunk
-                # allocates 32 MiB per file and fragments the heap (peak memory grew with file size).
-                block = raw.read(CHUNK_BYTES if size is None or size > CHUNK_BYTES else -1)
-            except OSError as exc:
-                st.skipped.append(
-                    Skipped(source=src.name, reason=f"read error after {st.bytes} bytes: {exc}")
-                )
-                return
-            if not block:
-                return
-            if st.on_bytes is not None:
-                st.on_bytes(len(block))
-            yield block
+        for leaf in open_leaves(src.name, cast(IO[bytes], counted), budget):
+            st = FileStats(source=leaf.name, mtime=mtime)
+            if leaf.stream is None:
+                st.skipped.extend(Skipped(source=leaf.name, reason=p) for p in leaf.problems)
+                yield leaf, st, None
+                continue
+            counted.problems = leaf.problems  # a read error cuts the leaf being read
+            hint = size if leaf.stream is counted else None
+            yield leaf, st, _decoded(leaf.stream, st, hint)
     finally:
-        raw.close()
+        if src.stream is None:
+            raw.close()
 
 
-def _gunzip(raw: io.BufferedIOBase, src: Source, st: FileStats, max_decompressed: int) -> Iterator[bytes]:
-    """Decompress gzip data (several members allowed) in blocks, streaming, so that a truncated or
-    corrupt archive still yields everything before the damage, and a bomb stops at the limit."""
-    total = 0
-    out = bytearray()
-    inflate = zlib.decompressobj(wbits=31)
-    while True:
-        piece = raw.read(GZ_READ_BYTES)
-        if st.on_bytes is not None:
-            st.on_bytes(len(piece))
+class _Counted(io.RawIOBase):
+    """The raw input: reports progress, turns a read error into a problem of the leaf being read,
+    and holds standard input to the per-file limit (a pipe has no end of its own)."""
+
+    def __init__(
+        self, raw: IO[bytes], on_bytes: Callable[[int], None] | None, stdin_budget: Budget | None
+    ) -> None:
+        self._raw, self._on_bytes, self._limit = raw, on_bytes, stdin_budget
+        self.done = 0
+        self.problems: list[str] = []
+
+    def readable(self) -> bool:
+        return True
+
+    def seekable(self) -> bool:
+        return self._limit is None and self._raw.seekable()
+
+    def seek(self, pos: int, whence: int = 0) -> int:
+        self.done = self._raw.seek(pos, whence)
+        return self.done
+
+    def tell(self) -> int:
+        return self._raw.tell()
+
+    def readinto(self, b: Any) -> int:
+        data = self.read(len(b))
+        b[: len(data)] = data
+        return len(data)
+
+    def read(self, size: int | None = -1) -> bytes:
+        want = CHUNK_BYTES if size is None or size < 0 else size
+        if self._limit is not None:
+            want = min(want, self._limit.per_file - self.done)
+            if want <= 0:
+                if self._raw.read(1):
+                    self.problems.append(
+                        f"standard input limit reached ({self._limit.per_file} bytes); the rest is unread"
+                    )
+                return b""
         try:
-            if not piece:
-                out += inflate.flush()
-                if not inflate.eof and (total or out or inflate.unconsumed_tail):
-                    raise EOFError
-                break
-            data = inflate.decompress(piece, max(max_decompressed - total - len(out) + 1, 1))
-            while inflate.eof and inflate.unused_data:  # the next gzip member
-                rest = inflate.unused_data
-                inflate = zlib.decompressobj(wbits=31)
-                data += inflate.decompress(rest)
-        except (EOFError, zlib.error) as exc:
-            if out:
-                yield bytes(out)
-            what = "truncated" if isinstance(exc, EOFError) else "corrupt"
-            st.skipped.append(
-                Skipped(
-                    source=src.name,
-                    reason=f"{what} gzip data after {total + len(out)} decompressed bytes; the rest is unread",
-                )
+            data = self._raw.read(want)
+        except OSError as exc:
+            self.problems.append(f"read error after {self.done} bytes: {exc}")
+            return b""
+        self.done += len(data)
+        if self._on_bytes is not None and data:
+            self._on_bytes(len(data))
+        return data
+
+
+def _decoded(stream: IO[bytes], st: FileStats, size: int | None) -> Iterator[bytes]:
+    """The leaf's blocks as UTF-8 with any leading hole skipped (``decode.normalise``)."""
+    dec = Decoded()
+    yield from normalise(_read_blocks(stream, size), dec)
+    st.decode_replacements += dec.replacements
+    st.encoding = dec.encoding
+    if dec.only_nuls:
+        st.skipped.append(Skipped(source=st.source, reason=f"only NUL bytes ({dec.hole}): a hole, no text"))
+    elif dec.hole:
+        st.skipped.append(
+            Skipped(
+                source=st.source,
+                reason=f"leading hole of {dec.hole} NUL bytes skipped (the file was truncated while "
+                "being written, e.g. logrotate copytruncate); the text after it was read",
             )
+        )
+
+
+def _read_blocks(stream: IO[bytes], size: int | None) -> Iterator[bytes]:
+    # A file smaller than a chunk is read at its own size: asking for a whole chunk allocates
+    # 32 MiB per file and fragments the heap (peak memory grew with file size).
+    step = CHUNK_BYTES if size is None or size >= CHUNK_BYTES else size + 1
+    while True:
+        block = stream.read(step)
+        if not block:
             return
-        out += data
-        if total + len(out) > max_decompressed:
-            out = out[: max_decompressed - total]
-            if out:
-                yield bytes(out)
-            st.skipped.append(
-                Skipped(
-                    source=src.name,
-                    reason=f"decompressed size limit reached ({max_decompressed} bytes); the rest is unread",
-                )
-            )
-            return
-        if len(out) >= CHUNK_BYTES:
-            total += len(out)
-            yield bytes(out)
-            out = bytearray()
-    if out:
-        yield bytes(out)
+        yield block
+
+
+def _finish(leaf: Leaf, st: FileStats) -> None:
+    """Problems found while the leaf was read (a cut, a limit): the lines from there on are unread."""
+    for problem in leaf.problems:
+        st.skipped.append(
+            Skipped(source=st.source, reason=problem, lines=f"{st.lines + 1}-" if st.lines else None)
+        )

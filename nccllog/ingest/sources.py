@@ -1,4 +1,8 @@
-"""Turn what the user named (files, directories, globs, `-`, pasted text) into readable sources."""
+"""Turn what the user named (files, directories, globs, `-`, pasted text) into readable sources.
+
+What a source holds (text, compressed data, an archive) is decided later from its bytes
+(``ingest.unpack``), never from its name.
+"""
 
 from __future__ import annotations
 
@@ -8,6 +12,7 @@ import stat
 from collections.abc import Iterable, Iterator
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from nccllog.model import Skipped
 
@@ -21,17 +26,11 @@ class Source:
     name: str  # display name used in reports ("<stdin>", "logs/rank_3.log")
     path: Path | None = None
     data: bytes | None = None
-
-    @property
-    def compressed(self) -> bool:
-        """True when the source is gzip-compressed (by name or by magic bytes)."""
-        if self.path is not None:
-            return self.path.name.endswith(".gz")
-        return self.data is not None and self.data[:2] == b"\x1f\x8b"
+    stream: IO[bytes] | None = None  # standard input, read in chunks (never whole into memory)
 
 
 def expand_inputs(
-    inputs: Iterable[str | Path], stdin: bytes | None = None
+    inputs: Iterable[str | Path], stdin: bytes | IO[bytes] | None = None
 ) -> tuple[list[Source], list[Skipped]]:
     """Expand paths, directories (recursively), globs and `-` into sources, sorted within each input.
 
@@ -45,7 +44,10 @@ def expand_inputs(
         if item == STDIN:
             if "<stdin>" not in seen:
                 seen.add("<stdin>")
-                sources.append(Source(name="<stdin>", data=stdin or b""))
+                if stdin is None or isinstance(stdin, bytes):
+                    sources.append(Source(name="<stdin>", data=stdin or b""))
+                else:
+                    sources.append(Source(name="<stdin>", stream=stdin))
             continue
         if os.path.lexists(item):
             paths: list[str] = [item]
@@ -127,3 +129,22 @@ def _os_reason(exc: OSError) -> str:
     if exc.errno is not None and exc.errno == 40:  # ELOOP
         return "symbolic link loop"
     return exc.strerror or type(exc).__name__
+
+
+# Reasons that mean an input the user named could not be read at all (a typo, permissions, a
+# link to nowhere): the CLI warns about these on stderr, and ``--strict`` refuses to go on.
+UNREADABLE = (
+    "no such file or directory",
+    "no file matches this pattern",
+    "permission denied",
+    "cannot open",
+    "dangling symbolic link",
+    "symbolic link loop",
+    "vanished",
+    "read error",
+)
+
+
+def unreadable(reason: str) -> bool:
+    """True when ``reason`` says an input could not be read at all (see ``UNREADABLE``)."""
+    return reason.startswith(UNREADABLE)

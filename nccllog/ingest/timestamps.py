@@ -1,7 +1,8 @@
 """Timestamps in every form the producers print, including ones without a year.
 
-Forms (formats.md §2.1, §2.2, §4.2, §5.1, §6.3, §7.5), all read as the host-local wall clock
-that was printed (no time-zone arithmetic; an ISO offset or ``Z`` is ignored):
+Forms (formats.md §2.1, §2.2, §4.2, §5.1, §6.3, §7.5), read as the wall clock that was printed;
+only an ISO time with an explicit offset (``+02:00``, ``-0500``) is converted to UTC, so that a
+daylight-saving change inside a log does not reorder its lines (``Z`` is UTC already):
 
 ==========================  ===================================  ======  =========================
 producer                    example                              year?   sub-second
@@ -28,7 +29,7 @@ lines of the same file, host or data set (never from today's date, see ``correla
 
 from __future__ import annotations
 
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import NamedTuple
 
 import regex
@@ -56,15 +57,18 @@ class PartialTime(NamedTuple):
     second: int
     microsecond: int = 0
     subsecond: bool = True  # False when the format has no (wall-clock) sub-second part
+    utc_offset_min: int = 0  # the ISO offset printed (+02:00 -> 120); subtracted to give UTC
 
     def complete(self, year: int | None = None) -> datetime | None:
-        """Return a datetime, using ``year`` when the line had none; None if impossible."""
+        """Return a datetime (UTC where the line printed an offset), using ``year`` when the line
+        had none; None if impossible."""
         y = self.year if self.year is not None else year
         if y is None:
             return None
         try:
-            return datetime(y, self.month, self.day, self.hour, self.minute, self.second, self.microsecond)
-        except ValueError:
+            when = datetime(y, self.month, self.day, self.hour, self.minute, self.second, self.microsecond)
+            return when - timedelta(minutes=self.utc_offset_min) if self.utc_offset_min else when
+        except (ValueError, OverflowError):
             return None
 
     def placeholder(self) -> datetime | None:
@@ -138,10 +142,25 @@ _CTIME = regex.compile(
 _UPTIME = regex.compile(r"\[\s*(?P<s>[0-9]{1,10}\.[0-9]{1,9})\]", _A)
 
 
+def utc_offset_minutes(tz: str | None) -> int | None:
+    """Minutes east of UTC from an ISO offset (``Z``, ``+02:00``, ``-0530``); None if out of range."""
+    if not tz or tz == "Z":
+        return 0
+    digits = tz[1:].replace(":", "")
+    hours, minutes = int(digits[:2]), int(digits[2:4])
+    if hours > 18 or minutes > 59:
+        return None
+    return (hours * 60 + minutes) * (-1 if tz[0] == "-" else 1)
+
+
 def from_iso_match(m: regex.Match[str]) -> PartialTime | None:
-    """PartialTime from a match of the ISO-like pattern (``-`` date, ``T``/space/``_`` separator)."""
+    """PartialTime from a match of the ISO-like pattern (``-`` date, ``T``/space/``_`` separator);
+    an offset, where the pattern captures one as ``tz``, is kept so that ``complete`` gives UTC."""
     f = m.group("f") or ""
-    return make_time(
+    offset = utc_offset_minutes(m.groupdict().get("tz"))
+    if offset is None:
+        return None
+    t = make_time(
         int(m.group("y")),
         int(m.group("mo")),
         int(m.group("d")),
@@ -151,6 +170,7 @@ def from_iso_match(m: regex.Match[str]) -> PartialTime | None:
         fraction_us(f),
         bool(f),
     )
+    return t._replace(utc_offset_min=offset) if t is not None and offset else t
 
 
 def from_syslog_match(m: regex.Match[str]) -> PartialTime | None:

@@ -264,6 +264,14 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
     return values, lost
 
 
+def _cut(text: str) -> str:
+    """``text`` within MAX_TEXT characters, a cut one marked with how much went."""
+    if len(text) <= MAX_TEXT:
+        return text
+    mark = f"…[cut {len(text) - MAX_TEXT + 20} chars]"
+    return text[: MAX_TEXT - 20] + mark
+
+
 def _clock_seconds(raw: str) -> float | None:
     """``[H:]MM:SS`` -> seconds; None for anything else."""
     parts = raw.split(":")
@@ -314,8 +322,8 @@ class _EventBuilder:
         base = (
             source,
             line_no,
-            text[:MAX_TEXT],
-            a.message[:MAX_TEXT],
+            _cut(text),
+            _cut(a.message),
             pat.id if pat else None,
             pat.signal if pat else None,
             pat.category if pat else None,

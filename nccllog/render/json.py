@@ -160,6 +160,9 @@ def to_dict(incident: Incident) -> dict[str, Any]:
             "skipped_lines": c.skipped_lines,
             "truncated_lines": c.truncated_lines,
             "notes": list(c.notes),
+            "unmatched": c.unmatched,
+            "skipped_line_reasons": [{"reason": r, "lines": n} for r, n in c.skipped_line_reasons],
+            "unaligned_hosts": list(c.unaligned_hosts),
         },
         "nccllog_version": __version__,
         "inputs": list(incident.inputs),
@@ -167,7 +170,7 @@ def to_dict(incident: Incident) -> dict[str, Any]:
         "per_rank": [_rank(r) for r in sorted(incident.ranks, key=lambda r: r.rank)],
         "timeline": [_timeline(e) for e in incident.timeline],
         "collectives": [_collective(x) for x in incident.collectives],
-        "host_offsets": {h: round(v, 6) for h, v in sorted(incident.host_offsets.items())},
+        "host_offsets": _host_offsets(incident),
         "environment": {
             "frameworks": list(env.frameworks),
             "launcher": env.launcher,
@@ -180,6 +183,13 @@ def to_dict(incident: Incident) -> dict[str, Any]:
             {"template": t, "count": n, "example": ex} for t, n, ex in incident.unmatched_templates
         ],
     }
+
+
+def _host_offsets(incident: Incident) -> dict[str, float | None]:
+    """Seconds to add per host; null for a host whose clock could not be aligned."""
+    out: dict[str, float | None] = {h: round(v, 6) for h, v in incident.host_offsets.items()}
+    out.update(dict.fromkeys(incident.coverage.unaligned_hosts))
+    return dict(sorted(out.items()))
 
 
 def render_json(incident: Incident) -> str:

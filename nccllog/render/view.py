@@ -129,7 +129,10 @@ def coverage_line(incident: Incident) -> str:
         plural(c.files, "file"),
         f"{c.lines:,} lines",
         f"{c.matched:,} matched",
+        f"{c.unmatched:,} unmatched",
     ]
+    if c.skipped_lines:
+        parts.append(f"{c.skipped_lines:,} counted only")
     if c.unattributed:
         parts.append(f"{c.unattributed:,} without a rank")
     if c.skipped:
