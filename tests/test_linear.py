@@ -14,14 +14,22 @@ from __future__ import annotations
 
 import time
 from collections.abc import Callable, Iterator
+from pathlib import Path
 
 import pytest
 import regex
 
 from nccllog.ingest import prefixes, timestamps
+from nccllog.ingest.reader import read_sources
+from nccllog.ingest.sources import Source
+from nccllog.match import matcher
 from nccllog.match.library import Library, Pattern, load_library
+from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+from nccllog.pipeline import analyze
 
 LIBRARY: Library = load_library()
+KEYWORDS = prefilter_keywords(LIBRARY)
+SAMPLED = sampled_keywords(LIBRARY)
 SMALL = 32 * 1024
 MAX_RATIO = 10.0
 REPEATS = 3
@@ -125,3 +133,32 @@ def test_timestamp_parsing_is_linear() -> None:
     for fn in (timestamps.parse_timestamp, timestamps.parse_uptime):
         bad = superlinear(fn, ("[", "2025-10-23 "), lines)
         assert not bad, f"{fn.__name__} is superlinear on: " + "; ".join(bad)
+
+
+def test_carriage_return_segments_are_linear() -> None:
+    """A line of many tqdm redraws costs time in proportion to its length, not segments x keywords."""
+    seg = "Epoch 1:  45%|####5     | 45/100 [00:09<00:11,  4.90it/s] NCCL WARN x"
+
+    def match(text: str) -> object:
+        read = read_sources([Source(name="bar.log", data=text.encode() + b"\n")], KEYWORDS, sampled=SAMPLED)
+        return match_lines(read.lines, LIBRARY)
+
+    times = [_time(match, "\r".join([seg] * n), 1) for n in (1000, 4000)]
+    assert times[1] / times[0] < MAX_RATIO, times
+
+
+def test_timed_out_line_is_counted(tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """A pattern that backtracks without end is stopped by the line budget; the line is reported."""
+    (tmp_path / "slow.toml").write_text(
+        'id = "user.slow"\ntitle = "t"\nproducer = "user"\nfamily = "f"\nversions = "v"\n'
+        'severity = "error"\nsignal = "error_line"\nkeywords = ["SLOW "]\n'
+        "regex = '''SLOW (?:a|a)*b'''\n[fields]\n"
+        "[[examples]]\nline = 'SLOW aab'\n[[near_misses]]\nline = 'SLOW x'\n"
+    )
+    monkeypatch.setattr(matcher, "LINE_BUDGET_S", 0.2)
+    log = "ok\nSLOW " + "a" * 40 + "!\nNCCL WARN Cuda failure 'out of memory'\n"
+    incident = analyze(log, patterns=[tmp_path])
+    assert [(s.source, s.reason, s.lines) for s in incident.coverage.skipped] == [
+        ("<paste>", matcher.TIMEOUT_REASON, "2")
+    ]
+    assert incident.coverage.matched >= 1
