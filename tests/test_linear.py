@@ -55,6 +55,7 @@ def probes(keywords: tuple[str, ...], lines: tuple[str, ...], n: int) -> Iterato
         yield f"{kw!r}+ x+spaces+x", kw + " x" + " " * n + "x"
     for i, line in enumerate(lines[:2]):
         yield f"example{i}+spaces+x", line + " " * n + "x"
+        yield f"(example{i}+' ')*", fill(line + " ")
         for q in (0.5, 0.75):
             cut = int(len(line) * q)
             for c in (" ", "a", "0"):
@@ -113,6 +114,7 @@ PREFIX_LINES = (
     "[rank3]:[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught",
     "gpu-node-07:48233:48233 [3] bootstrap.cc:97 NCCL WARN Bootstrap : no socket interface found",
     "Epoch 1:  45%|####5     | 45/100 [00:09<00:11,  4.90it/s] [rank0]: x",
+    " 45%|####5     | 45/100 [00:09<00:11,  4.90it/s]",
     "2025-10-23T14:02:17.123Z worker-1 kernel: NVRM: Xid (PCI:0000:3b:00): 79, GPU fallen",
     "(WorkerDict pid=48233, ip=10.0.0.12) [2025-10-23 14:02:20,715] [ERROR] [launch.py:325:x] y",
 )
