@@ -7,7 +7,11 @@ For each case it generates the tree once (cached), then runs, with a warm page c
 and prints wall time, the ratio to the baseline, peak RSS, lines/s and whether the verdict named
 the planted culprit.
 
-Usage: python bench/run.py [--cases 1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz] [--json out.json]
+Usage: python bench/run.py [--cases 1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz|none] [--json out.json]
+
+After the cases it times every pattern of the library on adversarial 1 MiB probes (long
+whitespace after its keyword, long runs before and after it, its keyword repeated, its example
+padded) and prints the worst pattern's time (target: under 0.2 s; see docs/robustness.md).
 
 "Twice the input" is measured two ways: the same job with logs twice as long (1024x2MiB: memory
 must stay flat) and twice the ranks (2048x1MiB: per-rank state grows with the ranks).
@@ -16,6 +20,7 @@ must stay flat) and twice the ranks (2048x1MiB: per-rank state grows with the ra
 from __future__ import annotations
 
 import argparse
+import contextlib
 import json
 import os
 import resource
@@ -29,10 +34,12 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.generate import _size, write_tree
-from nccllog.match.library import load_library
+from nccllog.match.library import Library, load_library
 from nccllog.match.matcher import prefilter_keywords
 
 DEFAULT_CASES = "1024x1MiB,16384x64KiB,1024x2MiB,2048x1MiB,1024x1MiB.gz"
+PROBE_CHARS = 2**20
+WORST_TARGET_S = 0.2
 
 
 @dataclass
@@ -140,6 +147,37 @@ def run_case(cache: Path, case: str, failure: str, seed: int, keywords: Path) ->
     )
 
 
+def _pattern_probes(keyword: str, example: str) -> list[tuple[str, str]]:
+    """Adversarial 1 MiB lines for a pattern with this keyword and example line."""
+    n = PROBE_CHARS
+
+    def fill(unit: str) -> str:
+        return (unit * (n // len(unit) + 1))[:n]
+
+    half = n // 2
+    return [
+        ("keyword, spaces, x", keyword + " x" + " " * n + "x"),
+        ("a-run, keyword, a-run", fill("a")[:half] + keyword + fill("a")[:half]),
+        ("digit-run, keyword, digit-run", fill("0")[:half] + keyword + fill("0")[:half]),
+        ("keyword repeated", fill(keyword + " ")),
+        ("example, spaces, x", example + " " * n + "x"),
+    ]
+
+
+def worst_pattern(library: Library) -> tuple[str, str, float]:
+    """(pattern id, probe, seconds) of the slowest search of any pattern on a 1 MiB probe."""
+    worst = ("", "", 0.0)
+    for p in library.patterns:
+        for name, text in _pattern_probes(p.keywords[0], p.examples[0].line):
+            t0 = time.perf_counter()
+            with contextlib.suppress(TimeoutError):  # 60 s: reported as such, far over target
+                p.regex.search(text, timeout=60)
+            secs = time.perf_counter() - t0
+            if secs > worst[2]:
+                worst = (p.id, name, secs)
+    return worst
+
+
 def main() -> None:
     """Command-line entry point."""
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
@@ -155,7 +193,7 @@ def main() -> None:
     results = []
     header = f"{'case':<28}{'files':>7}{'MiB':>8}{'base':>5}{'base s':>8}{'nccllog s':>10}{'ratio':>7}{'RSS MiB':>9}{'lines/s':>11}  verdict"
     print(header)
-    for case in a.cases.split(","):
+    for case in [] if a.cases == "none" else a.cases.split(","):
         r = run_case(a.cache, case.strip(), a.failure, a.seed, keywords)
         results.append(r)
         print(
@@ -163,6 +201,11 @@ def main() -> None:
             f"{r.ratio:>7.2f}{r.peak_rss_mib:>9.1f}{r.lines_per_s:>11,}  {'OK' if r.verdict_ok else 'WRONG'} {r.verdict}",
             flush=True,
         )
+    pid, probe, secs = worst_pattern(load_library())
+    verdict = "OK" if secs <= WORST_TARGET_S else "OVER TARGET"
+    print(
+        f"worst pattern on a 1 MiB probe: {pid} ({probe}) {secs:.3f} s (target {WORST_TARGET_S} s) {verdict}"
+    )
     if a.json:
         a.json.write_text(json.dumps([asdict(r) for r in results], indent=2) + "\n")
 

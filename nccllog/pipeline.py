@@ -174,6 +174,7 @@ def _coverage(
     all_skipped = list(skipped)
     for st in read.stats:
         all_skipped.extend(st.skipped)
+    all_skipped.extend(matched.timed_out)  # lines whose pattern matching ran out of time
     lines_total = sum(st.lines for st in read.stats)
     # rows without a pattern are files' last lines, kept to date each writer's last sign of life
     hits = events.filter(pl.col("pattern").is_not_null()) if events.height else events

@@ -418,7 +418,8 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
             if m and m.end() < n:
                 layers.append("progress")
                 pos = m.end()
-                bar = "%|" in s[pos:] or "it [" in s[pos:]
+                # find from pos, not `in s[pos:]`: a copy per redraw is quadratic on a long bar line
+                bar = s.find("%|", pos) >= 0 or s.find("it [", pos) >= 0
                 continue
         c = s[pos]
         if c == "[":

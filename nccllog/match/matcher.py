@@ -3,10 +3,16 @@
 A line may match several patterns; a pattern marked ``fallback`` is used only when no other
 pattern matched. Lines that hit no pattern but look like warnings or errors are grouped into
 masked templates so that unknown failures still show up.
+
+Matching is linear in the length of a line: the library's regexes are written so (checked by
+tests/test_linear.py), keywords are looked up per carriage-return segment, and every search runs
+under the ``regex`` module's timeout with a budget per physical line (``LINE_BUDGET_S``): a line
+whose budget runs out is counted in the coverage (file and line), never dropped silently.
 """
 
 from __future__ import annotations
 
+import time
 from collections import Counter
 from collections.abc import Mapping
 from dataclasses import dataclass, replace
@@ -19,7 +25,7 @@ from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values
 from nccllog.ingest.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.prefixes import LineAttrs, launcher_prefix, parse_line
 from nccllog.match.library import Library, Pattern
-from nccllog.model import EVENT_BASE_COLUMNS
+from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
 # Words that make an unmatched line worth reporting as an unknown template. They are also
 # prefilter keywords, so such lines reach the matcher.
@@ -45,6 +51,11 @@ WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
 QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
 MAX_TEXT = 4000  # characters of the raw line kept in the events table
 _INT64_MAX = 2**63 - 1
+# Seconds the regexes of the patterns may spend on one physical line, all segments and patterns
+# together. Linear patterns need well under 0.2 s for a 1 MiB line; the budget only stops a
+# pattern (a user's own, say) that backtracks without end.
+LINE_BUDGET_S = 5.0
+TIMEOUT_REASON = "pattern matching ran out of its time budget; matched only in part"
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _MASK = regex.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+(?:\.\d+)*")
 
@@ -64,6 +75,7 @@ class MatchResult:
     events: pl.DataFrame
     templates: tuple[tuple[str, int, str], ...]  # (masked template, count, "source:line" example)
     overflow_fields: int  # integer fields that did not fit in 64 bits and became null
+    timed_out: tuple[Skipped, ...] = ()  # per file, the lines whose matching ran out of time
 
 
 def prefilter_keywords(library: Library) -> list[str]:
@@ -105,17 +117,25 @@ def events_schema(library: Library) -> dict[str, Any]:
     return schema
 
 
-def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool = False) -> MatchResult:
+def match_lines(
+    lines: pl.DataFrame,
+    library: Library,
+    *,
+    keep_unmatched: bool = False,
+    budget_s: float | None = None,
+) -> MatchResult:
     """Match candidate lines (columns source, line, text) against the library.
 
     With ``keep_unmatched`` every line becomes a row (pattern null where nothing matched), which
-    gives per-line attribution listings.
+    gives per-line attribution listings. ``budget_s`` bounds the regex time of one physical line
+    (default ``LINE_BUDGET_S``).
     """
     schema = events_schema(library)
     rows = _EventBuilder(schema)
     templates: Counter[str] = Counter()
     template_example: dict[str, str] = {}
     overflow = 0
+    timed_out: dict[str, list[int]] = {}
     if lines.height == 0:
         return MatchResult(pl.DataFrame(schema=schema), (), 0)
     if "kw" not in lines.columns:
@@ -129,13 +149,18 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
         fa = file_cache.get(source)
         if fa is None:
             fa = file_cache[source] = attrs_from_path(source)
-        for segment in _segments(text, kws or [], sampled):
-            candidates = _candidate_patterns(library, kws, segment)
+        # distinct keywords: a line of many redraws lists one keyword once per occurrence
+        distinct = sorted(set(kws or ()))
+        deadline = time.monotonic() + (LINE_BUDGET_S if budget_s is None else budget_s)
+        out_of_time = False
+        for segment in _segments(text, distinct, sampled):
+            candidates = _candidate_patterns(library, [k for k in distinct if k in segment])
             attrs = parse_line(segment)
             if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
                 candidates = [p for p in candidates if p.signal != "error_line"]
-            offset, found = _find(candidates, attrs.message)
+            offset, found, late = _find(candidates, attrs.message, deadline)
+            out_of_time = out_of_time or late
             if offset:
                 attrs = replace(attrs, message=attrs.message[offset:])
             for pat, m in found:
@@ -154,13 +179,34 @@ def match_lines(lines: pl.DataFrame, library: Library, *, keep_unmatched: bool =
                 if tpl:
                     templates[tpl] += 1
                     template_example.setdefault(tpl, f"{source}:{line_no}")
+        if out_of_time:
+            timed_out.setdefault(source, []).append(line_no)
     events = rows.frame()
     ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
     return MatchResult(
         events=events,
         templates=tuple((t, c, template_example[t]) for t, c in ordered),
         overflow_fields=overflow,
+        timed_out=tuple(
+            Skipped(source=src, reason=TIMEOUT_REASON, lines=_ranges(nums))
+            for src, nums in sorted(timed_out.items())
+        ),
     )
+
+
+def _ranges(numbers: list[int]) -> str:
+    """``1,2,3,7`` -> ``1-3, 7``."""
+    out: list[str] = []
+    nums = sorted(set(numbers))
+    start = prev = nums[0]
+    for n in [*nums[1:], None]:
+        if n is not None and n == prev + 1:
+            prev = n
+            continue
+        out.append(str(start) if start == prev else f"{start}-{prev}")
+        if n is not None:
+            start = prev = n
+    return ", ".join(out)
 
 
 def _own_level(attrs: LineAttrs) -> str | None:
@@ -170,21 +216,36 @@ def _own_level(attrs: LineAttrs) -> str | None:
     return "warning" if attrs.level in WARNING_LEVELS else None
 
 
-def _find(candidates: list[Pattern], message: str) -> tuple[int, list[tuple[Pattern, regex.Match[str]]]]:
-    """The patterns that match ``message`` (fallback patterns only where no other one does), and the
-    offset of the text they matched in. An unknown leading layer (a viewer's line number, a
-    collector's stamp) can hide a message whose pattern is anchored at the start, so each kind is
-    retried after the first separators."""
+def _find(
+    candidates: list[Pattern], message: str, deadline: float
+) -> tuple[int, list[tuple[Pattern, regex.Match[str]]], bool]:
+    """The patterns that match ``message`` (fallback patterns only where no other one does), the
+    offset of the text they matched in, and whether a search ran past ``deadline`` (it then counts
+    as no match). An unknown leading layer (a viewer's line number, a collector's stamp) can hide
+    a message whose pattern is anchored at the start, so each kind is retried after the first
+    separators."""
+    late = False
     for fallback in (False, True):
         kind = [p for p in candidates if p.fallback == fallback]
         if not kind:
             continue
         for offset in (0, *_separator_offsets(message)):
             text = message[offset:]
-            found = [(p, m) for p in kind if (m := p.regex.search(text)) is not None]
+            found: list[tuple[Pattern, regex.Match[str]]] = []
+            for p in kind:
+                left = deadline - time.monotonic()
+                if left <= 0:
+                    return offset, found, True
+                try:
+                    m = p.regex.search(text, timeout=left)
+                except TimeoutError:
+                    late = True
+                    continue
+                if m is not None:
+                    found.append((p, m))
             if found:
-                return offset, found
-    return 0, []
+                return offset, found, late
+    return 0, [], late
 
 
 _SEPARATOR = regex.compile(r"(?:\]|\||>>|: | -)\s+")
@@ -200,7 +261,7 @@ def _separator_offsets(message: str) -> list[int]:
 def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
     """Split a physical line at bare carriage returns (tqdm redraws); drop ANSI escapes.
 
-    ``kws`` are the keywords found in the whole line. Of the redraws that carry only high-volume
+    ``kws`` are the distinct keywords found in the whole line. Of the redraws that carry only high-volume
     keywords (``sampled``: progress bars), only the last is kept: one bar line can hold thousands
     of redraws, and only where it stopped matters.
     """
@@ -224,14 +285,12 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
     return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
 
 
-def _candidate_patterns(library: Library, kws: list[str] | None, segment: str) -> list[Pattern]:
+def _candidate_patterns(library: Library, kws: list[str]) -> list[Pattern]:
+    """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order."""
     idx: set[int] = set()
-    for k in kws or ():
+    for k in kws:
         idx.update(library.keyword_patterns.get(k, ()))
-    # The keywords were found in the whole physical line; a CR segment may lack them.
-    return [
-        library.patterns[i] for i in sorted(idx) if any(k in segment for k in library.patterns[i].keywords)
-    ]
+    return [library.patterns[i] for i in sorted(idx)]
 
 
 def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
