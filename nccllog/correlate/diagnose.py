@@ -17,8 +17,8 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.correlate import flight, network, opcounts, setup, timeline
 from nccllog.correlate import hypotheses as hy
-from nccllog.correlate import network, opcounts, setup, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -134,6 +134,7 @@ def diagnose(
         hy.versions,
         hy.driver_hang,
         opcounts.coll_alignment,
+        flight.rule,
         hy.stalls,
         hy.startup_hang,
         setup.setup_evidence,
