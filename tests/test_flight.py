@@ -333,3 +333,26 @@ def test_hostile_alone_exits_2(tmp_path: Path) -> None:
     res = CliRunner().invoke(main, ["analyze", str(tmp_path / "evil")])
     assert res.exit_code == 2
     assert "not a Flight Recorder dump (pickle opcode GLOBAL is not plain data)" in res.stderr
+
+
+# --------------------------------------------------------------------------- advice
+
+
+def test_no_advice_to_enable_what_torch_enables_by_default() -> None:
+    from nccllog.advice.detect import Detected
+    from nccllog.advice.remedy import collect_next_time, enables_a_default
+
+    new, old = Detected(torch=(2, 7, 0)), Detected(torch=(2, 4, 1))
+    assert not any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(new, False))
+    assert any("TORCH_FR_DUMP_TEMP_FILE" in s for s in collect_next_time(new, False))
+    assert any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(old, False))
+    assert any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(new, True))  # this run had it off
+    step = "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps"
+    assert enables_a_default(step, new, False) and not enables_a_default(step, old, False)
+
+
+def test_warn_enable_debug_info_exists_from_nccl_2_19_4() -> None:
+    from nccllog.advice.variables import table
+
+    var = table().variables["NCCL_WARN_ENABLE_DEBUG_INFO"]
+    assert var.since == (2, 19, 4)

@@ -26,6 +26,7 @@ from typing import Any
 
 import regex
 
+from nccllog.ingest import elastic
 from nccllog.ingest.sources import Source
 from nccllog.model import Skipped
 
@@ -156,14 +157,16 @@ class Dump:
 
 
 def partition(sources: list[Source]) -> tuple[list[Source], list[Dump], list[Skipped]]:
-    """Split the sources into text to read, Flight Recorder dumps, and would-be dumps refused."""
+    """Split the sources into text to read, Flight Recorder dumps, and would-be dumps refused.
+
+    torchelastic error files become the text lines they hold (``ingest/elastic.py``)."""
     texts: list[Source] = []
     dumps: list[Dump] = []
     skipped: list[Skipped] = []
     for src in sources:
         got = try_read(src)
         if got is None:
-            texts.append(src)
+            texts.append(_elastic(src))
         elif isinstance(got, Dump):
             dumps.append(got)
         else:
@@ -186,6 +189,14 @@ def try_read(src: Source) -> Dump | Skipped | None:
         return parse(data, src.name)
     except NotADump as exc:
         return Skipped(source=src.name, reason=f"not a Flight Recorder dump ({exc})")
+
+
+def _elastic(src: Source) -> Source:
+    head = None if src.compressed else _head(src)
+    if head is None or not elastic.looks_like(head):
+        return src
+    data = _data(src, limit=elastic.MAX_ERROR_FILE_BYTES + 1)
+    return (elastic.to_text(src, data) if data is not None else None) or src
 
 
 def parse(data: bytes, name: str) -> Dump:
