@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import flight, network, opcounts, setup, timeline
+from nccllog.correlate import flight, network, opcounts, ras, setup, timeline
 from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
@@ -135,6 +135,7 @@ def diagnose(
         hy.driver_hang,
         opcounts.coll_alignment,
         flight.rule,
+        ras.rule,
         hy.stalls,
         hy.startup_hang,
         setup.setup_evidence,
