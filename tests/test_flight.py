@@ -207,6 +207,20 @@ def test_extra_collective_blames_the_rank_that_issued_it() -> None:
     assert div.culprit_op == "nccl:broadcast" and div.culprit_site == "/home/ml/proj/train.py:57 in sync_flag"
 
 
+def test_extra_collective_through_the_pipeline(tmp_path: Path) -> None:
+    dumps = late_rank_dumps(late=-1)
+    dumps[2] = dump(
+        [entry(i, i + 1) for i in range(9)]
+        + [entry(9, 10, op="nccl:broadcast", size=16, state="started", line=57, func="sync_flag")]
+        + [entry(10, 11, state="scheduled")]
+    )
+    write_dumps(tmp_path / "dumps", dumps)
+    (tmp_path / "console.log").write_text(console([0, 1, 3]))
+    v = analyze([tmp_path]).verdict
+    assert (v.category, v.culprit_ranks, v.confidence) == ("collective_mismatch", (2,), "high")
+    assert "nccl:broadcast at /home/ml/proj/train.py:57 in sync_flag" in v.summary
+
+
 def test_mismatch_verdict_through_the_pipeline(tmp_path: Path) -> None:
     dumps = late_rank_dumps(late=-1)
     dumps[1] = dump([entry(i, i + 1) for i in range(9)] + [entry(9, 10, size=2048, state="started")])
