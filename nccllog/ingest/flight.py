@@ -26,7 +26,7 @@ from typing import Any
 
 import regex
 
-from nccllog.ingest import elastic
+from nccllog.ingest import elastic, ras
 from nccllog.ingest.sources import Source
 from nccllog.model import Skipped
 
@@ -159,14 +159,15 @@ class Dump:
 def partition(sources: list[Source]) -> tuple[list[Source], list[Dump], list[Skipped]]:
     """Split the sources into text to read, Flight Recorder dumps, and would-be dumps refused.
 
-    torchelastic error files become the text lines they hold (``ingest/elastic.py``)."""
+    torchelastic error files and ``ncclras -f json`` reports become the text lines they stand for
+    (``ingest/elastic.py``, ``ingest/ras.py``)."""
     texts: list[Source] = []
     dumps: list[Dump] = []
     skipped: list[Skipped] = []
     for src in sources:
         got = try_read(src)
         if got is None:
-            texts.append(_elastic(src))
+            texts.append(_converted(src))
         elif isinstance(got, Dump):
             dumps.append(got)
         else:
@@ -191,12 +192,16 @@ def try_read(src: Source) -> Dump | Skipped | None:
         return Skipped(source=src.name, reason=f"not a Flight Recorder dump ({exc})")
 
 
-def _elastic(src: Source) -> Source:
+def _converted(src: Source) -> Source:
+    """A torchelastic error file or an ``ncclras -f json`` report as the text lines it stands for."""
     head = None if src.compressed else _head(src)
-    if head is None or not elastic.looks_like(head):
+    if head is None:
         return src
-    data = _data(src, limit=elastic.MAX_ERROR_FILE_BYTES + 1)
-    return (elastic.to_text(src, data) if data is not None else None) or src
+    for kind in (elastic, ras):
+        if kind.looks_like(head):
+            data = _data(src, limit=MAX_DUMP_BYTES + 1)
+            return (kind.to_text(src, data) if data is not None else None) or src
+    return src
 
 
 def parse(data: bytes, name: str) -> Dump:
