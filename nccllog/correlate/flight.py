@@ -19,6 +19,7 @@ report shows them next to the text lines; ``rule`` turns the facts into hypothes
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from collections import Counter
 from collections.abc import Sequence
@@ -93,7 +94,7 @@ def assign_ranks(dumps: Sequence[Dump], events: pl.DataFrame) -> list[Dump]:
     out = []
     for d in dumps:
         if d.rank is None and os.path.basename(d.source) in by_name:
-            d = Dump(**{**d.__dict__, "rank": by_name[os.path.basename(d.source)]})
+            d = dataclasses.replace(d, rank=by_name[os.path.basename(d.source)])
         out.append(d)
     return out
 
@@ -379,7 +380,8 @@ def rule(ctx: Context) -> list[Draft]:
                 f"Only {first['joined']} of the group's {first['nranks']} ranks left a dump here; a rank without one may be the cause."
             )
         d.rules_in.append(
-            "Flight Recorder dumps of the group's ranks, aligned by collective sequence number: " + d.summary
+            f"Flight Recorder dumps of {first['joined']} of the {first['nranks']} ranks of process group "
+            f"{first['pg']}, aligned by collective sequence number, part ways at #{first['seq']}."
         )
         d.evidence = [evidence(first)] + [evidence(r) for r in entries.sort("rank").head(4).to_dicts()]
         if d.category == "collective_mismatch":
