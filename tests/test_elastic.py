@@ -54,6 +54,7 @@ def test_error_file_in_an_attempt_folder(tmp_path: Path) -> None:
     row = ev.filter(ev["pattern"] == "torch.watchdog_timeout").row(0, named=True)
     assert row["local_rank"] == 3 and row["seq"] == 10
     assert str(row["time"]) == "2025-11-25 22:09:34"
+    assert "torchelastic error file (attempt 1): DistBackendError" in row["text"]
 
 
 def test_not_an_error_file_stays_text() -> None:

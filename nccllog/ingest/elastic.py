@@ -16,9 +16,12 @@ import json
 from datetime import UTC, datetime
 from typing import Any
 
+import regex
+
 from nccllog.ingest.sources import Source
 
 MAX_ERROR_FILE_BYTES = 16 * 1024 * 1024
+_ATTEMPT = regex.compile(r"(?:^|[/\\])attempt_(\d{1,9})[/\\][^/\\]+[/\\][^/\\]+$")
 
 
 def looks_like(head: bytes) -> bool:
@@ -38,13 +41,19 @@ def to_text(src: Source, data: bytes) -> Source | None:
         obj = json.loads(data.decode("utf-8", "replace"), parse_constant=_refuse)
     except (ValueError, RecursionError):
         return None
-    lines = _lines(obj)
+    lines = _lines(obj, _attempt(src.name))
     if lines is None:
         return None
     return Source(name=src.name, path=None, data=("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
 
 
-def _lines(obj: Any) -> list[str] | None:
+def _attempt(name: str) -> int | None:
+    """The restart count from the torchrun log-dir layout (``attempt_N/<local_rank>/error.json``)."""
+    m = _ATTEMPT.search(name)
+    return int(m.group(1)) if m else None
+
+
+def _lines(obj: Any, attempt: int | None) -> list[str] | None:
     if not isinstance(obj, dict) or "message" not in obj:
         return None
     msg = obj["message"]
@@ -58,8 +67,11 @@ def _lines(obj: Any) -> list[str] | None:
     when = _time(extra.get("timestamp"))
     if when:
         head.insert(0, when)
+    notes = [f"attempt {attempt}"] if attempt is not None else []
     if isinstance(code, int | str) and str(code):
-        head.append(f"(error code {code})")
+        notes.append(f"error code {code}")
+    if notes:
+        head.append(f"({', '.join(notes)})")
     body = text.splitlines() or [""]
     out = [" ".join(head) + ": " + body[0], *body[1:]]
     stack = extra.get("py_callstack")
