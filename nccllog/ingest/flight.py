@@ -74,6 +74,13 @@ ALLOWED_OPS = frozenset(
     }
 )
 _NO_VALUE_OPS = frozenset({"PROTO", "FRAME", "STOP", "MARK", "BINPUT", "LONG_BINPUT", "MEMOIZE"})
+_OPS = {ord(op.code): op for op in pickletools.opcodes if len(op.code) == 1}
+# byte -> argument size: n fixed bytes, -2 a one-byte length prefix, -4 a four-byte one.
+_ARGS = {c: (op.arg.n if op.arg else 0) for c, op in _OPS.items() if op.name in ALLOWED_OPS}
+_NO_VALUE_CODES = frozenset(c for c, op in _OPS.items() if op.name in _NO_VALUE_OPS)
+_PROTO, _STOP, _LONG1 = 0x80, ord("."), 0x8A
+_CONTAINERS = (dict, list, tuple)  # what an allowed pickle can build besides scalars
+KEPT_FRAMES = 64  # frames looked at per entry for the caller of torch (the innermost come first)
 _VERSION = regex.compile(r"2\.(\d{1,2})")
 # What a protocol 0/1 pickle starts with (GLOBAL, MARK, EMPTY_DICT, EMPTY_LIST, PERSID, INST ...).
 _OLD_PICKLE_START = b"c(}]PiI"
@@ -127,7 +134,7 @@ class Entry:
     def call_site(self) -> str | None:
         """The first frame outside torch (the user's call), else the innermost frame."""
         for f in self.frames:
-            if "/torch/" not in f.filename and not f.filename.startswith("torch/"):
+            if not _in_torch(f.filename):
                 return f.site()
         return self.frames[0].site() if self.frames else None
 
@@ -219,27 +226,48 @@ def parse(data: bytes, name: str) -> Dump:
 
 def safe_unpickle(data: bytes) -> Any:
     """Load plain data from a pickle after checking every opcode; raises NotADump."""
-    ops = 0
-    try:
-        for op, arg, _pos in pickletools.genops(io.BytesIO(data)):
-            if op.name not in ALLOWED_OPS:
-                raise NotADump(f"pickle opcode {op.name} is not plain data")
-            if op.name == "PROTO" and not 2 <= int(arg or 0) <= 5:
-                raise NotADump(f"pickle protocol {arg}")
-            if op.name == "LONG1" and abs(int(arg or 0)).bit_length() > MAX_INT_BYTES * 8:
-                raise NotADump("integer too large")
-            if op.name not in _NO_VALUE_OPS:
-                ops += 1
-                if ops > MAX_OPS:
-                    raise NotADump(f"more than {MAX_OPS} values")
-    except NotADump:
-        raise
-    except Exception as exc:  # genops reports a cut or malformed stream as ValueError & co.
-        raise NotADump(f"malformed pickle: {_short(exc)}") from None
+    _scan(data)
     try:
         return _Refusing(io.BytesIO(data)).load()
     except Exception as exc:
         raise NotADump(f"pickle did not load: {_short(exc)}") from None
+
+
+def _scan(data: bytes) -> None:
+    """Walk the opcode stream up to STOP (opcode table from ``pickletools``) and refuse any opcode
+    outside ``ALLOWED_OPS``, protocols other than 2-5, oversized integers and too many values.
+
+    The same walk as ``pickletools.genops``, without building a tuple per opcode: a 2,000-entry
+    dump has about 250,000 opcodes."""
+    view, n, i, values = memoryview(data), len(data), 0, 0
+    while i < n:
+        code = data[i]
+        spec = _ARGS.get(code)
+        if spec is None:
+            op = _OPS.get(code)
+            raise NotADump(f"pickle opcode {op.name if op else hex(code)} is not plain data")
+        i += 1
+        if spec == -4:
+            size = int.from_bytes(view[i : i + 4], "little")
+            i += 4 + size
+        elif spec == -2:
+            size = data[i] if i < n else 0
+            if code == _LONG1 and size > MAX_INT_BYTES:
+                raise NotADump("integer too large")
+            i += 1 + size
+        else:
+            if code == _PROTO and i < n and not 2 <= data[i] <= 5:
+                raise NotADump(f"pickle protocol {data[i]}")
+            i += spec
+        if i > n:
+            raise NotADump(f"malformed pickle: {_OPS[code].name} runs past the end of the data")
+        if code == _STOP:
+            return
+        if code not in _NO_VALUE_CODES:
+            values += 1
+            if values > MAX_OPS:
+                raise NotADump(f"more than {MAX_OPS} values")
+    raise NotADump("malformed pickle: no STOP opcode before the end of the data")
 
 
 class _Refusing(pickle.Unpickler):
@@ -293,15 +321,20 @@ def _walk(obj: Any) -> None:
     stack: list[tuple[Any, int]] = [(obj, 0)]
     while stack:
         value, depth = stack.pop()
-        seen += 1
-        if seen > MAX_VALUES:
-            raise NotADump(f"more than {MAX_VALUES} values (shared references counted)")
         if depth > MAX_DEPTH:
             raise NotADump(f"nested deeper than {MAX_DEPTH}")
-        if isinstance(value, dict):
-            stack.extend((v, depth + 1) for kv in value.items() for v in kv)
-        elif isinstance(value, list | tuple):
-            stack.extend((v, depth + 1) for v in value)
+        # Only containers are pushed: scalars, most of a dump, are only counted.
+        if type(value) is dict:
+            seen += 2 * len(value)
+            kids = [v for v in value.values() if type(v) in _CONTAINERS]
+            if not all(type(k) is str for k in value):
+                kids += [k for k in value if type(k) in _CONTAINERS]
+        else:
+            seen += len(value)
+            kids = [v for v in value if type(v) in _CONTAINERS]
+        if seen > MAX_VALUES:
+            raise NotADump(f"more than {MAX_VALUES} values (shared references counted)")
+        stack.extend((k, depth + 1) for k in kids)
 
 
 # --------------------------------------------------------------------------- typing
@@ -356,11 +389,7 @@ def _entry(raw: Any) -> Entry | None:
         return None
     pg = raw.get("process_group")
     pg_name, pg_desc = (str(pg[0]), str(pg[1])) if isinstance(pg, list | tuple) and len(pg) == 2 else ("", "")
-    frames = tuple(
-        Frame(name=str(f.get("name", "")), filename=str(f.get("filename", "")), line=_int(f.get("line")) or 0)
-        for f in raw.get("frames") or ()
-        if isinstance(f, dict)
-    )
+    frames = _frames(raw.get("frames"))
     return Entry(
         record_id=_int(raw.get("record_id")) or 0,
         pg_id=str(pg_id),
@@ -381,6 +410,21 @@ def _entry(raw: Any) -> Entry | None:
         is_p2p=bool(raw.get("is_p2p", False)),
         frames=frames,
     )
+
+
+def _frames(raw: Any) -> tuple[Frame, ...]:
+    """The innermost frames down to the first one outside torch (the user's call), at most KEPT_FRAMES."""
+    out: list[Frame] = []
+    for f in raw[:KEPT_FRAMES] if isinstance(raw, list | tuple) else ():
+        if isinstance(f, dict):
+            out.append(Frame(str(f.get("name", "")), str(f.get("filename", "")), _int(f.get("line")) or 0))
+            if not _in_torch(out[-1].filename):
+                break
+    return tuple(out)
+
+
+def _in_torch(filename: str) -> bool:
+    return "/torch/" in filename or filename.startswith("torch/")
 
 
 def _sizes(raw: Any) -> tuple[tuple[int, ...], ...]:
