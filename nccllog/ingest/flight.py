@@ -5,7 +5,7 @@ with type tags off: dicts, lists, tuples, strings, ints, floats, bools, None), o
 (``_dump_nccl_trace_json`` / ``_dump_fr_trace_json``, Ray's ``rank_<N>.json``). A pickle can run
 code when loaded, and these files come from someone else's cluster, so a dump is never loaded as
 such: its opcode stream is first checked against an allowlist of plain-data opcodes
-(``pickletools.genops``, which reads without building anything), then loaded by an unpickler whose
+(walked opcode by opcode with ``pickletools``' opcode table, building nothing), then loaded by an unpickler whose
 ``find_class`` and ``persistent_load`` refuse everything, then walked with bounds on depth and on
 the number of values (shared references counted each time they are reached, so a memo bomb is
 refused). A file is recognised as a dump by its content (schema ``version`` 2.x with ``pg_config``,
