@@ -165,6 +165,18 @@ def test_json_dump_read() -> None:
     assert flight.parse(json.dumps(no_entries).encode(), "rank_1.json").entries == ()
 
 
+def test_numbers_beyond_64_bits_are_dropped_not_fatal(tmp_path: Path) -> None:
+    d = dump([entry(0, 1), entry(1, 2**70, state="started")])
+    d["entries"][1].update(time_created_ns=T0, time_discovered_started_ns=T0)  # 72 bits at most
+    d["entries"][0]["timeout_ms"] = -(2**66)
+    d["pg_status"]["0"]["last_enqueued_collective"] = 2**69
+    (tmp_path / "nccl_trace_rank_0").write_bytes(pickle.dumps(d, protocol=2))
+    got = flight.parse((tmp_path / "nccl_trace_rank_0").read_bytes(), "nccl_trace_rank_0")
+    assert [e.collective_seq_id for e in got.entries] == [1] and got.entries[0].timeout_ms is None
+    assert got.pg_status["0"].last_enqueued is None
+    analyze([tmp_path])  # the events table takes what is left
+
+
 def test_recognised_by_content_not_name(tmp_path: Path) -> None:
     (tmp_path / "whatever.bin").write_bytes(pickle.dumps(dump([entry(0, 1)]), protocol=2))
     (tmp_path / "nccl_trace_rank_0").write_text("an ordinary log line\n")

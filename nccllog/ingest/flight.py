@@ -437,10 +437,10 @@ def _int(value: Any) -> int | None:
     """Ints as the pickle has them; the JSON form writes pg_status numbers as strings."""
     if isinstance(value, bool):
         return None
-    if isinstance(value, int):
-        return value
     if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
-        return int(value)
+        value = int(value)
+    if isinstance(value, int) and -(2**63) <= value < 2**63:  # what the events table holds
+        return value
     return None
 
 
