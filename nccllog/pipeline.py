@@ -12,9 +12,11 @@ from typing import IO
 import polars as pl
 
 from nccllog.advice import advise
+from nccllog.correlate import flight
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.ranks import resolve
 from nccllog.errors import InputError, UsageError
+from nccllog.ingest import flight as flight_dumps
 from nccllog.ingest.reader import (
     DEFAULT_MAX_DECOMPRESSED,
     DEFAULT_MAX_TOTAL_DECOMPRESSED,
@@ -59,6 +61,8 @@ def analyze(
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
         raise InputError.nothing(skipped)
+    sources, dumps, refused = flight_dumps.partition(sources)
+    skipped.extend(refused)
     read = read_sources(
         sources,
         prefilter_keywords(lib),
@@ -68,12 +72,13 @@ def analyze(
         max_total_decompressed=max_total_decompressed,
         progress=progress,
     )
-    if not any(st.lines or not st.skipped for st in read.stats):
+    if not dumps and not any(st.lines or not st.skipped for st in read.stats):
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
         raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
     matched = match_lines(read.lines, lib)
     events, topology = resolve(matched.events, {st.source: st.mtime for st in read.stats if st.mtime})
-    coverage = _coverage(read, matched, events, skipped, topology.notes)
+    events, dump_notes = flight.join(events, flight.assign_ranks(dumps, events))
+    coverage = _coverage(read, matched, events, skipped, [*topology.notes, *dump_notes])
     incident = diagnose(
         events,
         topology,

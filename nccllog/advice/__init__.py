@@ -16,7 +16,7 @@ import polars as pl
 
 from nccllog.advice.detect import Detected, detect, driver_text
 from nccllog.advice.lint import collect, ib_present, lint, plugin_state
-from nccllog.advice.remedy import check_advice, collect_next_time, timeout_advice
+from nccllog.advice.remedy import check_advice, collect_next_time, enables_a_default, timeout_advice
 from nccllog.advice.text import Violation, violations
 from nccllog.advice.variables import table, vstr
 from nccllog.match.library import Library, load_library
@@ -146,8 +146,8 @@ def advise(incident: Incident, library: Library | None = None) -> Incident:
                 steps=collect_steps,
             )
         )
-    hyps = tuple(_fix(h, det, collect_steps) for h in incident.hypotheses)
-    verdict_h = _fix(incident.verdict, det, collect_steps)
+    hyps = tuple(_fix(h, det, collect_steps, fr_off) for h in incident.hypotheses)
+    verdict_h = _fix(incident.verdict, det, collect_steps, fr_off)
     return dataclasses.replace(
         incident, environment=env, advice=tuple(advice), hypotheses=hyps, verdict=verdict_h
     )
@@ -174,10 +174,14 @@ def _flight_recorder_off(ev: pl.DataFrame, seen: dict) -> bool:
     return bool(size and size.values and size.values[0] == "0")
 
 
-def _fix(h: Hypothesis, det: Detected, collect_steps: tuple[str, ...]) -> Hypothesis:
+def _fix(h: Hypothesis, det: Detected, collect_steps: tuple[str, ...], fr_off: bool = False) -> Hypothesis:
     """Drop remediation that names a variable the detected versions do not read; version-correct collection."""
-    remediation = tuple(r for r in h.remediation if not violations(r, det))
-    collect_next = tuple(c for c in h.collect_next_time if not violations(c, det))
+    remediation = tuple(
+        r for r in h.remediation if not violations(r, det) and not enables_a_default(r, det, fr_off)
+    )
+    collect_next = tuple(
+        c for c in h.collect_next_time if not violations(c, det) and not enables_a_default(c, det, fr_off)
+    )
     if h.collect_next_time:
         collect_next = tuple(dict.fromkeys((*collect_steps, *collect_next)))
     return dataclasses.replace(h, remediation=remediation, collect_next_time=collect_next)

@@ -91,12 +91,38 @@ def check_advice(category: str) -> Advice | None:
     return Advice(title=row["title"], why=row["why"], steps=tuple(row["steps"]))
 
 
+# Settings torch >= 2.7 applies by default: advice to set them is dropped there (unless the run had
+# the flight recorder off).
+FLIGHT_RECORDER_DEFAULTS = (
+    "TORCH_NCCL_TRACE_BUFFER_SIZE=",
+    "TORCH_FR_BUFFER_SIZE=",
+    "TORCH_NCCL_DUMP_ON_TIMEOUT=1",
+)
+
+
+def enables_a_default(step: str, det: Detected, flight_recorder_off: bool) -> bool:
+    """Whether ``step`` tells the user to turn on what the detected torch already turns on."""
+    return (
+        not flight_recorder_off
+        and det.torch is not None
+        and at_least(det.torch, (2, 7))
+        and any(name in step for name in FLIGHT_RECORDER_DEFAULTS)
+    )
+
+
 def collect_next_time(det: Detected, flight_recorder_off: bool) -> tuple[str, ...]:
     """What to turn on for the next run, in the names the detected versions read."""
     out = []
     torch_lo, nccl = det.torch, det.nccl
     off = " (this run had it off)" if flight_recorder_off else ""
-    if torch_lo is not None and at_least(torch_lo, (2, 8)):
+    if torch_lo is not None and at_least(torch_lo, (2, 7)) and not flight_recorder_off:
+        # On by default since torch 2.7 (2,000 entries from 2.6, dump on timeout from 2.7): nothing to
+        # enable, but the dumps stay on each node unless they are written where they can be collected.
+        out.append(
+            "the flight recorder is on by default in this torch: set TORCH_FR_DUMP_TEMP_FILE=<shared dir>/fr_rank_ "
+            "so every rank's dump can be collected, and give the dumps to nccllog with the logs"
+        )
+    elif torch_lo is not None and at_least(torch_lo, (2, 8)):
         out.append(
             "TORCH_FR_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps its flight recorder "
             f"(its last collectives) on timeout, to TORCH_FR_DUMP_TEMP_FILE{off}"

@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import earned, network, opcounts, results, setup, timeline
+from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, timeline
 from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
@@ -135,6 +135,8 @@ def diagnose(
         hy.versions,
         hy.driver_hang,
         opcounts.coll_alignment,
+        flight.rule,
+        ras.rule,
         hy.stalls,
         hy.startup_hang,
         setup.setup_evidence,

@@ -1870,6 +1870,7 @@ CAUSE_KINDS = (
     "driver_hang",
     "setup",
     "coll_mismatch",
+    "flight",  # correlate/flight.py: divergence across Flight Recorder dumps
 )
 SYMPTOM_KINDS = (
     "silent",
