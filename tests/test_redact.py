@@ -362,3 +362,41 @@ def test_redaction_time_is_linear(unit: str) -> None:
         if ratio < 9:
             break
     assert ratio < 9, f"{unit!r}: 1 MiB took {ratio:.1f}x the time of 256 KiB"
+
+
+_TEMPLATES = (
+    "{h}:4242:4243 [0] NCCL INFO NET/Socket : Using [0]eth0:{ip}<0>",
+    "failed to connect to [{h}]:29500 (errno: 110)",
+    "store ('{h}', 29500) and [{ip}]:29400",
+    "torchrun --master_addr {h} --rdzv_endpoint {ip}:29400",
+    "init_method=tcp://{h}:23456",
+    "ssh: connect to host {h} port 22",
+    "SLURM_JOB_NODELIST={h}-[01-02,5]",
+    "hostname: {h} HOSTNAME={h}",
+    'File "/home/{u}/x.py", line 3',
+    "logs/{h}_rank0.log logs/{ip}_rank1.log",
+    "peer ::ffff:{ip}<1> remote peer {h}<2>",
+)
+
+
+@st.composite
+def _context_text(draw: st.DrawFn) -> tuple[str, str, str, str]:
+    host, ip, user = draw(_HOST), draw(_IP), draw(_USER)
+    pieces = draw(st.lists(st.sampled_from(_TEMPLATES), min_size=1, max_size=5))
+    pieces += draw(st.lists(_NOISE, max_size=2))
+    pieces.append("MASTER_ADDR={h}")  # the host is known once; every other spelling and place follows
+    text = " ".join(draw(st.permutations(pieces))).format(
+        h=host.upper() if draw(st.booleans()) else host, ip=ip, u=user
+    )
+    return text, host, ip, user
+
+
+@settings(max_examples=200, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+@given(_context_text())
+def test_property_every_context_any_case_idempotent(case: tuple[str, str, str, str]) -> None:
+    text, host, ip, user = case
+    once = redact_text(text)
+    assert redact_text(once) == once
+    assert ip not in once or not _present(ip, once)
+    assert ALIAS_RE.fullmatch(host) or host.lower() not in once.lower()
+    assert f"/home/{user}/" not in once
