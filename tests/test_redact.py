@@ -382,12 +382,12 @@ _TEMPLATES = (
 @st.composite
 def _context_text(draw: st.DrawFn) -> tuple[str, str, str, str]:
     host, ip, user = draw(_HOST), draw(_IP), draw(_USER)
-    pieces = draw(st.lists(st.sampled_from(_TEMPLATES), min_size=1, max_size=5))
+    shown = host.upper() if draw(st.booleans()) else host
+    templates = draw(st.lists(st.sampled_from(_TEMPLATES), min_size=1, max_size=5))
+    templates.append("MASTER_ADDR={h}")  # the host is known once; every other spelling and place follows
+    pieces = [t.replace("{h}", shown).replace("{ip}", ip).replace("{u}", user) for t in templates]
     pieces += draw(st.lists(_NOISE, max_size=2))
-    pieces.append("MASTER_ADDR={h}")  # the host is known once; every other spelling and place follows
-    text = " ".join(draw(st.permutations(pieces))).format(
-        h=host.upper() if draw(st.booleans()) else host, ip=ip, u=user
-    )
+    text = " ".join(draw(st.permutations(pieces)))
     return text, host, ip, user
 
 

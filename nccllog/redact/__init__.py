@@ -81,7 +81,11 @@ def _walk(obj: Any, fn: Callable[[str, Mode, str], str], name: str = "", mode: M
         return [_walk(x, fn, name, mode) for x in obj]
     if isinstance(obj, dict):
         key_mode: Mode = "log" if name in _LOG_KEYS else "vocab"
-        return {_walk(k, fn, name, key_mode): _walk(v, fn, name, mode) for k, v in obj.items()}
+        # a value is named by its key (fields["target_host"], settings["MASTER_ADDR"])
+        return {
+            _walk(k, fn, name, key_mode): _walk(v, fn, k if isinstance(k, str) else name, mode)
+            for k, v in obj.items()
+        }
     return obj
 
 
@@ -131,7 +135,7 @@ def _collect(incident: Incident, r: Redactor) -> None:
     def visit(text: str, mode: Mode, name: str) -> str:
         if mode == "log" and (name, text) not in seen:
             seen.add((name, text))
-            if name in _HOST_FIELDS or name.endswith("host"):
+            if name.lower() in _HOST_FIELDS or name.lower().endswith("host"):
                 _add_host(r, text)
             else:
                 r.scan(text, template=name == "unmatched_templates")

@@ -34,8 +34,11 @@ _EMAIL = regex.compile(
 _OCTET = r"(?:25[0-5]|2[0-4][0-9]|1[0-9][0-9]|[1-9]?[0-9])"
 # Not glued to letters or digits (v1.2.3.4) nor part of a longer dotted number; `_` and `-` may
 # touch it, as in file names (rank0_10.0.0.1.log).
+# Nor the tail of an alias (host-3.0.0.12 is host-3 and a remainder): redaction stays idempotent.
 _IPV4 = regex.compile(
-    rf"(?<![A-Za-z0-9])(?<![0-9]\.)(?:{_OCTET}\.){{3}}{_OCTET}(?![A-Za-z0-9])(?!\.[0-9])", _A
+    rf"(?<![A-Za-z0-9])(?<![0-9]\.)(?<!(?i:host|ip|user|email|secret|nodes)-)(?:{_OCTET}\.){{3}}{_OCTET}"
+    r"(?![A-Za-z0-9])(?!\.[0-9])",
+    _A,
 )
 _V6 = r"(?:[0-9A-Fa-f]{0,4}:){2,7}(?:(?:[0-9]{1,3}\.){3}[0-9]{1,3}|[0-9A-Fa-f]{1,4})?"
 _IPV6 = regex.compile(rf"(?<![\w:.])({_V6})(?![\w:]|\.[0-9])", _A)
