@@ -14,7 +14,7 @@ from importlib import resources
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import HOST_CAUSES, Context, Draft
+from nccllog.correlate.hypotheses import HOST_CAUSES, Context, Draft, failure_lines
 
 
 @dataclass(frozen=True)
@@ -40,36 +40,41 @@ def _load() -> Rules:
 RULES = _load()
 
 
-def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
-    """Cap at ``medium`` every draft whose ``high`` is not earned, saying why.
+@dataclass(frozen=True)
+class _Failures:
+    """What the failure lines show (``hypotheses.failure_lines``)."""
 
-    Failure lines are error-level lines with a weight as a cause; ``stated`` holds the categories
-    they point at by themselves.
-    """
-    bad = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
-    # The rank a failure line is about (a launcher's line about a worker, a GPU mapped to its rank).
-    own = {int(r) for r in bad["subject"].drop_nulls().unique().to_list()}
-    stated = {str(c) for c in bad["_fcat"].drop_nulls().unique().to_list()}
-    # Categories some of whose failure lines are tied to a rank: without a culprit, a deliberate
-    # "every rank alike" rather than an unknown writer.
-    placed = {
-        str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().unique().to_list()
-    }
+    own: frozenset[int]  # ranks a failure line is about (its writer, or the worker a launcher names)
+    stated: frozenset[str]  # categories some failure line points at by itself
+    placed: frozenset[str]  # ... of which some line is tied to a rank
+
+
+def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
+    """Cap at ``medium`` every draft whose ``high`` is not earned, saying why."""
+    bad = failure_lines(ctx.ev)
+    cats = bad["_fcat"].drop_nulls()
+    seen = _Failures(
+        own=frozenset(int(r) for r in bad["subject"].drop_nulls().to_list()),
+        stated=frozenset(str(c) for c in cats.to_list()),
+        placed=frozenset(
+            str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().to_list()
+        ),
+    )
     for d in drafts:
         # A machine's fault (a NIC, a GPU) is proven by its own line, whichever rank wrote it.
         hosts = set(bad.filter(pl.col("_fcat") == d.category)["host"].drop_nulls().to_list())
-        covered = own | {r for r, h in ctx.book.rank_host.items() if h in hosts}
-        why = _unearned(ctx, d, drafts, covered, stated, placed)
+        covered = seen.own | {r for r, h in ctx.book.rank_host.items() if h in hosts}
+        why = _unearned(ctx, d, drafts, covered, seen)
         if why:
             d.ceiling_why = why
 
 
 def _unearned(
-    ctx: Context, d: Draft, drafts: list[Draft], own: set[int], stated: set[str], placed: set[str]
+    ctx: Context, d: Draft, drafts: list[Draft], covered: frozenset[int], seen: _Failures
 ) -> str | None:
     """Why ``d`` has not earned ``high`` (None when it has)."""
     if d.culprits:
-        lacking = [r for r in d.culprits if r not in own]
+        lacking = [r for r in d.culprits if r not in covered]
         if lacking and not (d.kind in RULES.contrast_kinds and not ctx.missing):
             return f"no error line of {w.ranks_phrase(lacking)}'s own; the culprit is inferred from what other ranks logged"
         if not set(ctx.seen) - set(d.culprits) and not (
@@ -78,9 +83,10 @@ def _unearned(
             return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
     elif d.category in HOST_CAUSES and not d.hosts:
         return "the logs do not say which machine it is"
-    elif d.category in RULES.rank_causes and len(ctx.seen) > 1 and d.category not in placed:
+    elif d.category in RULES.rank_causes and len(ctx.seen) > 1 and d.category not in seen.placed:
+        # Failure lines tied to ranks but no culprit is a deliberate "every rank alike".
         return "the logs do not say which rank it was"
-    elif d.category not in stated and d.category not in RULES.category_free:
+    elif d.category not in seen.stated and d.category not in RULES.category_free:
         return "no line states this cause; it is inferred"
     rival = next(
         (

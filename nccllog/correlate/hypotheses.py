@@ -1487,10 +1487,14 @@ def _awaited_rank(r: dict[str, Any]) -> int | None:
     return None if t == own_rank else int(t)
 
 
+def failure_lines(ev: pl.DataFrame) -> pl.DataFrame:
+    """Error-level lines with a weight as a cause: what a rank's own failure looks like."""
+    return ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
+
+
 def _own_failure_seen(ctx: Context, ranks: list[int]) -> bool:
-    """Whether every one of ``ranks`` logged an error-level line of its own."""
-    bad = ctx.ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
-    own = set(bad["subject"].drop_nulls().to_list())
+    """Whether every one of ``ranks`` has a failure line of its own (one it wrote or is about)."""
+    own = set(failure_lines(ctx.ev)["subject"].drop_nulls().to_list())
     return all(r in own for r in ranks)
 
 
