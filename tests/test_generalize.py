@@ -273,3 +273,13 @@ def test_a_hardware_fault_outranks_the_software_failure_it_causes(hardware: str)
     )
     v = _verdict(init + hardware + oom + waits)
     assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("gpu_hardware_xid", (6,), ("gpu-h1",))
+
+
+def test_a_network_error_without_a_peer_is_not_an_all_clear() -> None:
+    text = (
+        "node-c1:3301:3301 [0] NCCL INFO comm 0x5581a0 rank 0 nranks 2 cudaDev 0 busId 1b000 commId 0x11 - Init COMPLETE\n"
+        "node-c1:3302:3302 [1] NCCL INFO comm 0x5581b0 rank 1 nranks 2 cudaDev 1 busId 2b000 commId 0x11 - Init COMPLETE\n"
+        "node-c1:3302:3340 [1] misc/socket.cc:484 NCCL WARN socketFinalizeAccept: wrong magic 2f20544547 != 3c91\n"
+    )
+    v = _verdict(text)
+    assert (v.category, v.culprit_ranks, v.confidence) == ("network_socket", (1,), "low")

@@ -1191,6 +1191,7 @@ def network(ctx: Context) -> list[Draft]:
     edges: list[tuple[str | None, str, dict[str, Any]]] = []
     intra: list[dict[str, Any]] = []
     local: dict[str, list[dict[str, Any]]] = defaultdict(list)
+    unplaced: list[dict[str, Any]] = []
     for r in rows:
         me = r["host"] or (ctx.book.rank_host.get(r["rank"]) if r["rank"] is not None else None)
         addr = r["peer_addr"] or r["peer"]
@@ -1202,7 +1203,11 @@ def network(ctx: Context) -> list[Draft]:
                 edges.append((me, peer, r))
         elif me is not None and _adapter_fault(r):
             local[me].append(r)
+        else:
+            unplaced.append(r)
     drafts: list[Draft] = []
+    if unplaced and not (edges or intra or local):
+        drafts.append(_own_socket(ctx, unplaced, category))
     if intra and len(intra) >= len(edges):
         drafts.append(_intra_node(ctx, intra))
     if local:
@@ -1212,6 +1217,23 @@ def network(ctx: Context) -> list[Draft]:
         if d is not None:
             drafts.append(d)
     return drafts
+
+
+def _own_socket(ctx: Context, rows: list[dict[str, Any]], category: str) -> Draft:
+    """Network errors a rank reports about its own connections without naming the peer (a foreign
+    client's wrong handshake, a closed socket): the reporting ranks are where it shows, at low
+    confidence, since the log does not say what is on the other end."""
+    ranks = sorted({int(r["rank"]) for r in rows if r.get("rank") is not None})
+    named = ranks if ranks and set(ranks) < set(ctx.seen) else []
+    d = Draft(category=category, culprits=tuple(named), kind="network", score=0.4)
+    what = _net_detail(rows) or str(rows[0].get("message") or "")
+    who = w.ranks_phrase(ranks, capital=True) if ranks else "A process"
+    d.summary = f"{who} reported a network error on its own connections: {w.excerpt(what)}."
+    d.rules_in.append(f"{len(rows)} network error line(s) that name no peer.")
+    d.rules_out.append("The log does not say what is on the other end of the connection.")
+    d.evidence = [evidence(r) for r in _first(rows, 4)]
+    d.remediation = _remediation(ctx.library, rows[:3])
+    return d
 
 
 def _adapter_fault(r: dict[str, Any]) -> bool:
