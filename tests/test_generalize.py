@@ -283,3 +283,14 @@ def test_a_network_error_without_a_peer_is_not_an_all_clear() -> None:
     )
     v = _verdict(text)
     assert (v.category, v.culprit_ranks, v.confidence) == ("network_socket", (1,), "low")
+
+
+def test_the_culprits_own_line_leads_the_evidence() -> None:
+    # Rank 2 waits in a 4096-element all-reduce while ranks 0, 1, 3 wait in a 1024-element one.
+    line = (
+        "[rank{r}]:[E1125 10:40:0{r}.000000000 ProcessGroupNCCL.cpp:616] [Rank {r}] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=88, OpType=ALLREDUCE, NumelIn={n}, NumelOut={n}, Timeout(ms)=600000) ran for 600013 "
+        "milliseconds before timing out.\n"
+    )
+    v = _verdict("".join(line.format(r=r, n=4096 if r == 2 else 1024) for r in range(4)))
+    assert v.culprit_ranks == (2,) and v.evidence[0].rank == 2

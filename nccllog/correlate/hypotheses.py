@@ -2084,12 +2084,19 @@ def _hypothesis(d: Draft) -> Hypothesis:
         confidence=conf,  # type: ignore[arg-type]
         summary=d.summary,
         score=round(max(0.0, min(1.0, d.score)), 4),
-        evidence=tuple(_dedupe(d.evidence))[:12],
+        evidence=tuple(_culprits_first(_dedupe(d.evidence), d))[:12],
         rules_in=tuple(d.rules_in),
         rules_out=tuple(rules_out),
         remediation=tuple(d.remediation),
         collect_next_time=tuple(dict.fromkeys(d.collect)),
     )
+
+
+def _culprits_first(items: list[Evidence], d: Draft) -> list[Evidence]:
+    """The culprits' own lines (or their machines') before what others logged: the line that
+    proves a verdict is the first one a reader sees. Otherwise in the rule's order."""
+    ranks, hosts = set(d.culprits), set(d.hosts)
+    return sorted(items, key=lambda e: not (e.rank in ranks or (e.rank is None and e.host in hosts)))
 
 
 def _dedupe(items: list[Evidence]) -> list[Evidence]:
