@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import tomllib
 from dataclasses import dataclass
+from functools import cache
 from importlib import resources
 
 import polars as pl
@@ -27,7 +28,8 @@ class Rules:
     rank_causes: frozenset[str]
 
 
-def _load() -> Rules:
+@cache
+def rules() -> Rules:
     raw = tomllib.loads(resources.files("nccllog.correlate").joinpath("earned.toml").read_text("utf-8"))
     return Rules(
         contrast_kinds=frozenset(raw["contrast_kinds"]),
@@ -35,9 +37,6 @@ def _load() -> Rules:
         category_free=frozenset(raw["category_free"]),
         rank_causes=frozenset(raw["rank_causes"]),
     )
-
-
-RULES = _load()
 
 
 @dataclass(frozen=True)
@@ -75,7 +74,7 @@ def _unearned(
     """Why ``d`` has not earned ``high`` (None when it has)."""
     if d.culprits:
         lacking = [r for r in d.culprits if r not in covered]
-        if lacking and not (d.kind in RULES.contrast_kinds and not ctx.missing):
+        if lacking and not (d.kind in rules().contrast_kinds and not ctx.missing):
             return f"no error line of {w.ranks_phrase(lacking)}'s own; the culprit is inferred from what other ranks logged"
         if not set(ctx.seen) - set(d.culprits) and not (
             ctx.world_known and ctx.world_size == len(d.culprits)
@@ -83,10 +82,10 @@ def _unearned(
             return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
     elif d.category in HOST_CAUSES and not d.hosts:
         return "the logs do not say which machine it is"
-    elif d.category in RULES.rank_causes and len(ctx.seen) > 1 and d.category not in seen.placed:
+    elif d.category in rules().rank_causes and len(ctx.seen) > 1 and d.category not in seen.placed:
         # Failure lines tied to ranks but no culprit is a deliberate "every rank alike".
         return "the logs do not say which rank it was"
-    elif d.category not in seen.stated and d.category not in RULES.category_free:
+    elif d.category not in seen.stated and d.category not in rules().category_free:
         return "no line states this cause; it is inferred"
     rival = next(
         (
@@ -95,7 +94,7 @@ def _unearned(
             if o is not d
             and o.category != d.category
             and o.culprits != d.culprits
-            and d.score - o.score < RULES.close_margin
+            and d.score - o.score < rules().close_margin
             and o.score <= d.score
         ),
         None,
