@@ -62,6 +62,7 @@ _OPTIONAL = (
     "fallback",
     "volume",
     "keep_last",
+    "unmatched",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
@@ -100,6 +101,9 @@ class Pattern:
     fallback: bool = False  # only used when no other pattern matched the line
     high_volume: bool = False  # a line per collective/step: only the last lines of each file matter
     keep_last: int | None = None  # high volume: how many last lines of each writer the reader keeps
+    # "drop": a line that has this pattern's keyword but does not match is no event. For keywords
+    # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
+    drop_unmatched: bool = False
     path: str = ""
 
 
@@ -111,6 +115,7 @@ class Library:
     keywords: tuple[str, ...]  # distinct keywords, sorted
     keyword_patterns: dict[str, tuple[int, ...]] = field(default_factory=dict)
     field_types: dict[str, str] = field(default_factory=dict)
+    quiet_keywords: frozenset[str] = frozenset()  # keywords only of patterns that drop unmatched lines
 
     def get(self, pattern_id: str) -> Pattern | None:
         """Return the pattern with this id, or None."""
@@ -174,6 +179,7 @@ def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True)
         keywords=tuple(sorted(index)),
         keyword_patterns={k: tuple(v) for k, v in sorted(index.items())},
         field_types=dict(sorted(field_types.items())),
+        quiet_keywords=frozenset(k for k, v in index.items() if all(patterns[i].drop_unmatched for i in v)),
     )
 
 
@@ -199,6 +205,8 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         problems.append(f"{where}: severity {data['severity']!r} not in {SEVERITIES}")
     if data.get("volume", "normal") not in ("normal", "high"):
         problems.append(f"{where}: volume {data['volume']!r} is not 'normal' or 'high'")
+    if data.get("unmatched", "keep") not in ("keep", "drop"):
+        problems.append(f"{where}: unmatched {data['unmatched']!r} is not 'keep' or 'drop'")
     keep_last = data.get("keep_last")
     if keep_last is not None and (
         type(keep_last) is not int or not 1 <= keep_last <= 1000 or data.get("volume") != "high"
@@ -280,5 +288,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         fallback=bool(data.get("fallback", False)),
         high_volume=data.get("volume") == "high",
         keep_last=keep_last,
+        drop_unmatched=data.get("unmatched") == "drop",
         path=str(path),
     )

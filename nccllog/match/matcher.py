@@ -172,7 +172,8 @@ def match_lines(
             level = _own_level(attrs)
             # A line without any keyword was kept as one of its file's last lines: it dates the
             # writer's last sign of life, so it stays as a row without a pattern.
-            if keep_unmatched or (not kws and attrs.message.strip()) or (kws and level):
+            telling = kws and not library.quiet_keywords.issuperset(distinct)
+            if keep_unmatched or (not kws and attrs.message.strip()) or (telling and level):
                 rows.add(source, line_no, segment, attrs, fa, None, {}, severity=level)
             if any(w in segment for w in alert):
                 tpl = _MASK.sub("N", attrs.message.strip())[:200]
