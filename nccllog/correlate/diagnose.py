@@ -17,7 +17,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, timeline
+from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
 from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
@@ -136,6 +136,7 @@ def diagnose(
         hy.driver_hang,
         opcounts.coll_alignment,
         flight.rule,
+        stacks.rule,
         ras.rule,
         hy.stalls,
         hy.startup_hang,
