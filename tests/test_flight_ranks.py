@@ -139,3 +139,19 @@ def test_older_schema_dump_without_thread_keys(tmp_path: Path) -> None:
     v = analyze([tmp_path / "logs", tmp_path / "dumps"]).verdict
     assert (v.category, v.culprit_ranks, v.confidence) == ("straggler_hang", (3,), "high")
     assert "/home/ml/proj/train.py:88 in train_step" in v.summary
+
+
+def test_json_dumps_through_the_pipeline(tmp_path: Path) -> None:
+    """Ray's ``rank_<N>.json`` (the JSON form: pg_status numbers as strings, no frames)."""
+    (tmp_path / "fr").mkdir()
+    for r, d in late_rank_dumps().items():
+        for e in d["entries"]:
+            del e["frames"]
+            e["time_discovered_started_ns"] = e["time_discovered_started_ns"] or 0
+            e["time_discovered_completed_ns"] = e["time_discovered_completed_ns"] or 0
+        d["pg_status"]["0"] = {k: str(v) for k, v in d["pg_status"]["0"].items()}
+        (tmp_path / "fr" / f"rank_{r}.json").write_text(json.dumps(d))
+    (tmp_path / "console.log").write_text(console([0, 1, 2]))
+    v = analyze([tmp_path]).verdict
+    assert (v.category, v.culprit_ranks, v.confidence) == ("straggler_hang", (3,), "high")
+    assert "never called nccl:all_reduce #10" in v.summary

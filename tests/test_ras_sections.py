@@ -231,3 +231,13 @@ def test_hostile_ras_json_is_read_as_text_not_fatal(tmp_path: Path, data: bytes)
     (tmp_path / "nccl.log").write_text(init_lines())
     res = CliRunner().invoke(main, ["analyze", str(tmp_path)], catch_exceptions=False)
     assert res.exit_code == 0, res.output
+
+
+def test_a_cause_in_the_logs_outranks_the_dead_process(tmp_path: Path) -> None:
+    """RAS says rank 6's process is gone, not why; its own OOM says why."""
+    (tmp_path / "rank6.log").write_text(
+        "[rank6]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB\n"
+    )
+    inc, _ev = run(tmp_path, "ncclras.txt", HEAD + DEAD)
+    v = inc.verdict  # type: ignore[attr-defined]
+    assert (v.category, v.culprit_ranks) == ("oom", (6,))

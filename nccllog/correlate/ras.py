@@ -102,7 +102,7 @@ def _lost(ctx: Context) -> list[Draft]:
             f"rank {k}: process {r.get('target_pid')} on {r.get('target_host')}"
             for k, r in sorted(by_rank.items())
         )
-        d = Draft(category="straggler_hang", culprits=culprits, kind="ras", score=score)
+        d = Draft(category="straggler_hang", culprits=culprits, kind="ras_lost", score=score)
         d.summary = (
             f"{w.ranks_phrase(culprits, capital=True)} {'was' if len(culprits) == 1 else 'were'} {what}: "
             "the others wait for a rank that is gone (ncclras)."
