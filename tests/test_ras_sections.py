@@ -241,3 +241,32 @@ def test_a_cause_in_the_logs_outranks_the_dead_process(tmp_path: Path) -> None:
     inc, _ev = run(tmp_path, "ncclras.txt", HEAD + DEAD)
     v = inc.verdict  # type: ignore[attr-defined]
     assert (v.category, v.culprit_ranks) == ("oom", (6,))
+
+
+def test_json_report_names_dead_and_missing_processes(tmp_path: Path) -> None:
+    """``missing_ranks`` of the JSON report: dead ones under DEAD, the others INCOMPLETE, each keyed
+    by host and pid like the text form."""
+    from test_ras import json_report
+
+    doc = json.loads(json_report(dict.fromkeys([0, 1, 2, 3, 4, 5], 1818)))
+    comm = doc["communicators"][0]
+    comm["missing_ranks"] = [
+        {
+            "rank": r,
+            "host": "gpu-node-08",
+            "pid": 48226 + r,
+            "cuda_dev": r % 4,
+            "nvml_dev": r % 4,
+            "status": s,
+        }
+        for r, s in (
+            (6, {"unresponsive": True, "considered_dead": True}),
+            (7, {"unresponsive": True, "considered_dead": False}),
+        )
+    ]
+    inc, ev = run(tmp_path, "ncclras.json", json.dumps(doc))
+    assert [r["target_rank"] for r in rows(ev, "nccl.ras_process_dead")] == [6]
+    assert [(r["comm_rank"], r["target_rank"]) for r in rows(ev, "nccl.ras_process_incomplete")] == [(7, 7)]
+    assert rows(ev, "nccl.ras_client_dead")[0]["count"] == 1
+    v = inc.verdict  # type: ignore[attr-defined]
+    assert (v.category, v.culprit_ranks) == ("straggler_hang", (6,))

@@ -8,8 +8,9 @@ communicator, every rank that answered (``rank``, ``host``, ``pid``, ``cuda_dev`
 way the client derives them: per communicator and collective whose counts differ, the most common
 count (``N ranks have launched up to operation M``) and each rank that differs from it
 (``Rank r has launched up to operation m -- GPU g managed by process p on node h``); a rank with an
-error (``Rank r reported <error> -- GPU …``); the dead processes (``N job processes are considered
-dead``). The pattern library (``patterns/nccl/ras_client_*``) then reads them like the text form.
+error (``Rank r reported <error> -- GPU …``); a missing rank not (yet) dead (``INCOMPLETE: Rank r
+-- GPU …``); the dead processes (``N job processes are considered dead``, then ``DEAD: Process
+<pid> on node <host> managing GPU <g>`` each). The pattern library (``patterns/nccl/ras_client_*``) then reads them like the text form.
 
 The text report (``rasClientRunComms``) prints some lines whose meaning is their section's: under
 ``DEAD`` / ``INCOMPLETE`` the processes (``Process <pid> on node <host> managing GPU <g>``), under
@@ -112,22 +113,28 @@ def to_text(src: Source, data: bytes) -> Source | None:
     if not isinstance(obj, dict) or not isinstance(obj.get("communicators"), list):
         return None
     lines = [f"NCCL version {obj.get('nccl_version', '?')} (ncclras JSON report, {obj.get('timestamp', '')})"]
-    dead = 0
+    dead: dict[tuple[str, int], str] = {}  # (host, pid) -> the process's line under DEAD
     for n, comm in enumerate(c for c in obj["communicators"] if isinstance(c, dict)):
         ranks = [r for r in comm.get("ranks") or () if isinstance(r, dict)]
         lines.extend(_mismatch(n, comm, ranks))
         lines.extend(_errors(n, comm, ranks))
-        dead += sum(
-            1
-            for m in comm.get("missing_ranks") or ()
-            if isinstance(m, dict)
-            and isinstance(m.get("status"), dict)
-            and m["status"].get("considered_dead") is True
-        )
+        missing = [m for m in comm.get("missing_ranks") or () if isinstance(m, dict)]
+        silent = []
+        for m in sorted(missing, key=lambda m: _int(m.get("rank"))):
+            status = m.get("status")
+            if isinstance(status, dict) and status.get("considered_dead") is True:
+                host, pid = "".join(str(m.get("host")).split()) or "unknown", _int(m.get("pid"))
+                dead.setdefault((host, pid), f"Process {pid} on node {host} managing {_gpu(m)}")
+            else:
+                silent.append(f"  INCOMPLETE: Rank {_int(m.get('rank'))}" + _where(m))
+        if silent:
+            lines += [f"#{n} ({comm.get('hash', '?')}) INCOMPLETE", *silent]
     if dead:
+        n_dead = len(dead)
         lines.append(
-            f"  {dead} job process{'es are' if dead > 1 else ' is'} considered dead (unreachable via the RAS network)"
+            f"  {n_dead} job process{'es are' if n_dead > 1 else ' is'} considered dead (unreachable via the RAS network)"
         )
+        lines += [f"  DEAD: {line}" for _key, line in sorted(dead.items())]
     return Source(name=src.name, data=("\n".join(lines) + "\n").encode("utf-8", "surrogatepass"))
 
 
@@ -213,10 +220,13 @@ def _launched(count: int) -> str:
     return f"launched up to operation {count}" if count > 0 else "not launched any operations"
 
 
-def _where(r: dict[str, Any]) -> str:
+def _gpu(r: dict[str, Any]) -> str:
     dev, nvml = _int(r.get("cuda_dev")), _int(r.get("nvml_dev"))
-    gpu = f"{dev}" + (f" (NVML {nvml})" if nvml != dev else "")
-    return f" -- GPU {gpu} managed by process {_int(r.get('pid'))} on node {''.join(str(r.get('host')).split()) or 'unknown'}"
+    return f"GPU {dev}" + (f" (NVML {nvml})" if nvml != dev else "")
+
+
+def _where(r: dict[str, Any]) -> str:
+    return f" -- {_gpu(r)} managed by process {_int(r.get('pid'))} on node {''.join(str(r.get('host')).split()) or 'unknown'}"
 
 
 def _int(value: Any) -> int:
