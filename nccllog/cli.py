@@ -505,7 +505,10 @@ def lines_cmd(
     from nccllog.pipeline import attribute
 
     stdin = _stdin_stream() if "-" in inputs else None
-    rows = _guarded(attribute, traceback, list(inputs), stdin=stdin)
+    skipped: list[Any] = []
+    rows = _guarded(attribute, traceback, list(inputs), stdin=stdin, skipped=skipped)
+    for s in skipped:
+        click.echo(f"skipped {clean(s.source)}: {clean(s.reason)}", err=True)
     if ranks:
         rows = rows.filter(pl.col("rank").is_in(list(ranks)))
     if hosts:

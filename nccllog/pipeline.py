@@ -95,20 +95,28 @@ def attribute(
     *,
     patterns: PathLike | Sequence[PathLike] | None = None,
     stdin: bytes | IO[bytes] | None = None,
+    skipped: list[Skipped] | None = None,
 ) -> pl.DataFrame:
     """Every line of the inputs with its attribution (and its pattern where one matched).
 
     Reads everything (no prefilter), so it is meant for inspecting a rank's lines, not for speed.
+    Flight Recorder dumps, torchelastic error files and saved ncclras output are read as
+    ``analyze`` reads them (a dump's rows, the lines a JSON file stands for); inputs refused or
+    unreadable are appended to ``skipped`` when a list is given.
     """
     lib = load_library(_pattern_dirs(patterns))
-    sources, skipped = _sources(inputs, stdin)
+    sources, refused = _sources(inputs, stdin)
     if not sources:
-        raise InputError.nothing(skipped)
+        raise InputError.nothing(refused)
+    sources, dumps, not_dumps = flight_dumps.partition(sources)
     read = read_sources(sources, prefilter_keywords(lib), sampled=sampled_keywords(lib), keep_all=True)
     events, _topology = resolve(
         match_lines(read.lines, lib, keep_unmatched=True).events,
         {st.source: st.mtime for st in read.stats if st.mtime},
     )
+    events, _notes = flight.join(events, flight.assign_ranks(dumps, events))
+    if skipped is not None:
+        skipped.extend([*refused, *not_dumps, *(s for st in read.stats for s in st.skipped)])
     return events.sort("source", "line")
 
 

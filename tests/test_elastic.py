@@ -67,3 +67,13 @@ def test_message_as_plain_string() -> None:
     data = json.dumps({"message": "RuntimeError: boom", "extraInfo": {"timestamp": "x"}}).encode()
     out = elastic.to_text(Source(name="e.json", data=data), data)
     assert out is not None and (out.data or b"").decode() == "torchelastic error file: RuntimeError: boom\n"
+
+
+def test_hostile_error_files_stay_text() -> None:
+    """Huge numbers, non-finite constants and deep nesting: not converted, never fatal."""
+    head = b'{"message": {"message": "RuntimeError: x", "extraInfo": {"py_callstack": "", "timestamp": '
+    for tail in (b"9" * 5000 + b"}}}", b"1e999}}}", b"NaN}}}", b"[" * 100_000 + b"]" * 100_000 + b"}}}"):
+        data = head + tail
+        assert elastic.looks_like(data[:4096])
+        out = elastic.to_text(Source(name="error.json", data=data), data)
+        assert out is None or b"RuntimeError: x" in (out.data or b"")

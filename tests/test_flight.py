@@ -316,6 +316,9 @@ def _payloads(canary: Path) -> dict[str, bytes]:
         "json_huge": b'{"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": ['
         + b"9" * 5000
         + b"]}",
+        "json_huge_float": b'{"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [1e999]}',
+        "json_nan": b'{"version": "2.10", "pg_config": {}, "pg_status": {}, "entries": [NaN]}',
+        "ext4": b"\x80\x02\x84\x01\x00\x00\x00.",
         "json_deep": b'{"version": "2.10", "pg_config": {}, "pg_status": {}, "x": '
         + b"[" * 100_000
         + b"]" * 100_000

@@ -83,18 +83,51 @@ class Divergence:
 
 
 def assign_ranks(dumps: Sequence[Dump], events: pl.DataFrame) -> list[Dump]:
-    """Give dumps without a rank in their name the rank of the log line that wrote them."""
-    by_name: dict[str, int] = {}
+    """Give each dump its rank: from its file name, else from the log line that says it wrote that
+    file (``Finished writing … debug info to <path>``), else from its process groups (the one rank
+    in all of them). A source its process groups rule out is not used; disagreements are noted."""
+    by_name: dict[str, list[tuple[int, str]]] = {}
     if events.height and "path" in events.columns:
         rows = events.filter(
             (pl.col("signal") == "dump") & pl.col("path").is_not_null() & pl.col("rank").is_not_null()
         )
-        for path, rank in rows.select("path", "rank").iter_rows():
-            by_name.setdefault(os.path.basename(str(path)), int(rank))
+        for path, rank, src, line in rows.select("path", "rank", "source", "line").iter_rows():
+            by_name.setdefault(os.path.basename(str(path)), []).append((int(rank), f"{src}:{line}"))
+    out: list[Dump] = []
+    for d in sorted(dumps, key=lambda d: d.source):
+        allowed = d.allowed_ranks()
+        claims: list[tuple[int, str]] = []
+        if d.rank is not None:
+            claims.append((d.rank, "its file name"))
+        for rank, where in by_name.get(os.path.basename(d.source), [])[:4]:
+            claims.append((rank, f"the log line that says it wrote the file ({where})"))
+        if allowed is not None and len(allowed) == 1:
+            claims.append((next(iter(allowed)), "its process groups (the one rank in all of them)"))
+        fits = [(r, why) for r, why in claims if allowed is None or r in allowed]
+        rank = fits[0][0] if fits else None
+        notes = []
+        if len({r for r, _why in claims}) > 1 or len(fits) < len(claims):
+            said = "; ".join(f"{why} says rank {r}" for r, why in claims)
+            groups = "" if allowed is None else f"; its process groups allow {w.ranks_phrase(allowed)}"
+            used = f"rank {rank}" if rank is not None else "no rank"
+            notes.append(f"{d.source}: Flight Recorder dump rank conflict: {said}{groups}; using {used}")
+        out.append(dataclasses.replace(d, rank=rank, notes=tuple(notes)))
+    return _one_per_rank(out)
+
+
+def _one_per_rank(dumps: list[Dump]) -> list[Dump]:
+    """Of several dumps of one rank, the first (by file name) keeps the rank; the others are noted."""
+    first: dict[int, str] = {}
     out = []
     for d in dumps:
-        if d.rank is None and os.path.basename(d.source) in by_name:
-            d = dataclasses.replace(d, rank=by_name[os.path.basename(d.source)])
+        if d.rank is not None and d.rank in first:
+            note = (
+                f"{d.source}: Flight Recorder dump of rank {d.rank} again (also {first[d.rank]}); "
+                f"only {first[d.rank]} is used"
+            )
+            d = dataclasses.replace(d, rank=None, notes=(*d.notes, note))
+        elif d.rank is not None:
+            first[d.rank] = d.source
         out.append(d)
     return out
 
@@ -313,10 +346,12 @@ def _row(
 
 def join(events: pl.DataFrame, dumps: Sequence[Dump]) -> tuple[pl.DataFrame, list[str]]:
     """Events with the dumps' rows added, and notes for the coverage (dumps without a rank)."""
-    notes = [
-        f"{d.source}: Flight Recorder dump without a rank (not in its name, and no log line says it wrote it)"
+    notes = [n for d in dumps for n in d.notes]
+    notes += [
+        f"{d.source}: Flight Recorder dump without a rank (not in its name, no log line says it wrote it, "
+        "and its process groups do not single one out)"
         for d in dumps
-        if d.rank is None
+        if d.rank is None and not d.notes
     ]
     notes.extend(unreported(events, dumps))
     if not dumps:

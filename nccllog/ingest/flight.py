@@ -156,11 +156,18 @@ class Dump:
     source: str
     version: str
     fmt: str  # pickle | json
-    rank: int | None  # from the file name; the logs' "Finished writing" lines may add it later
+    rank: int | None  # from the file name; its process groups and the logs' lines may decide it later
     pg_ranks: dict[str, tuple[int, ...]]  # process group name -> global ranks
     pg_desc: dict[str, str]
     pg_status: dict[str, PgStatus]  # pg_id -> status
     entries: tuple[Entry, ...]
+    notes: tuple[str, ...] = ()  # where the sources of its rank disagree (correlate/flight.py)
+
+    def allowed_ranks(self) -> frozenset[int] | None:
+        """The ranks the writer can be: in every process group its config lists (a rank records
+        only the groups it is a member of), or None when the config lists no ranks."""
+        groups = [frozenset(r) for r in self.pg_ranks.values() if r]
+        return frozenset.intersection(*groups) if groups else None
 
 
 def partition(sources: list[Source]) -> tuple[list[Source], list[Dump], list[Skipped]]:
@@ -200,7 +207,7 @@ def try_read(src: Source) -> Dump | Skipped | None:
 
 
 def _converted(src: Source) -> Source:
-    """A torchelastic error file or an ``ncclras -f json`` report as the text lines it stands for."""
+    """A torchelastic error file or saved ``ncclras`` output as the text lines it stands for."""
     head = None if src.stream is not None else _head(src)
     if head is None:
         return src
@@ -208,6 +215,9 @@ def _converted(src: Source) -> Source:
         if kind.looks_like(head):
             data = _data(src, limit=MAX_DUMP_BYTES + 1)
             return (kind.to_text(src, data) if data is not None else None) or src
+    if ras.looks_like_text(head):
+        data = _data(src, limit=ras.MAX_RAS_BYTES + 1)
+        return ras.text_to_text(src, data) if data is not None else src
     return src
 
 
