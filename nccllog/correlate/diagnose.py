@@ -6,7 +6,7 @@ Order of work (each step a function of the previous one's table):
    (``network.build``), the rank each failure line is about (``subject_ranks``).
 3. host clock offsets from sync points, corrected times (``timeline``).
 4. watchdog timeouts aligned per (group, seq) (``collectives``), per-rank metrics (``rank_states``).
-5. every rule of ``hypotheses`` proposes causes; the best-scored one is the verdict, ``unknown``
+5. every rule of the ``rules`` package proposes causes; the best-scored one is the verdict, ``unknown``
    when nothing separates them, ``no_failure`` when nothing failed.
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, timeline
-from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -31,6 +30,9 @@ from nccllog.correlate.ranks_state import (
     subject_ranks,
     unattributed_failures,
 )
+from nccllog.correlate.rules import failstop, hangs, leftovers, stalls, startup, verdict
+from nccllog.correlate.rules import network as network_rules
+from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, evidence
 from nccllog.match.library import Library
 from nccllog.model import Confidence, Coverage, Finding, Hypothesis, Incident, RankInfo
 
@@ -112,7 +114,7 @@ def diagnose(
             missing = tuple(r for r in world if r not in seen_set)
             aligned = align(timeouts, world, members)
     states = rank_states(ev, timeouts, world, book)
-    ctx = hy.Context(
+    ctx = Context(
         ev=ev,
         states=states,
         world=world,
@@ -126,33 +128,33 @@ def diagnose(
         unattributed=unattributed_failures(ev),
         world_known=world_size is not None and why not in WEAK_WORLD_EVIDENCE,
     )
-    drafts: list[hy.Draft] = []
+    drafts: list[Draft] = []
     for rule in (
-        hy.hang,
-        hy.failstop,
-        hy.network,
-        hy.bootstrap,
-        hy.versions,
-        hy.driver_hang,
+        hangs.hang,
+        failstop.failstop,
+        network_rules.network,
+        startup.bootstrap,
+        startup.versions,
+        stalls.driver_hang,
         opcounts.coll_alignment,
         flight.rule,
         ras.rule,
-        hy.stalls,
-        hy.startup_hang,
+        stalls.stalls,
+        startup.startup_hang,
         setup.setup_evidence,
         results.result_chains,
     ):
         drafts.extend(rule(ctx))
-    drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
-    hy.reconcile(ctx, drafts)
-    hy.finish(ctx, drafts)
+    drafts.extend(leftovers.leftovers(ctx, {d.category for d in drafts}))
+    verdict.reconcile(ctx, drafts)
+    verdict.finish(ctx, drafts)
     earned.hold_unearned(ctx, drafts)
-    hypotheses = hy.ranked(drafts)
-    verdict = _choose(ctx, hypotheses)
-    if not hypotheses or verdict is not hypotheses[0]:
-        hypotheses = [verdict, *hypotheses]
+    hypotheses = verdict.ranked(drafts)
+    chosen = _choose(ctx, hypotheses)
+    if not hypotheses or chosen is not hypotheses[0]:
+        hypotheses = [chosen, *hypotheses]
     return Incident(
-        verdict=verdict,
+        verdict=chosen,
         hypotheses=tuple(hypotheses),
         world_size=world_size,
         ranks_seen=seen,
@@ -169,7 +171,7 @@ def diagnose(
     )
 
 
-def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
+def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
     """The verdict: the best hypothesis, ``no_failure`` (on positive evidence only), or ``unknown``."""
     # NCCL's error trace is printed at INFO, but only on failure.
     failed = (
@@ -197,7 +199,7 @@ def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
     return best
 
 
-def _no_failure(ctx: hy.Context) -> Hypothesis:
+def _no_failure(ctx: Context) -> Hypothesis:
     """Nothing failed. That is an answer only with positive evidence: the run's own end (teardown,
     a finished agent, the script's last line) or, for a paste of warnings, the warnings themselves
     (none of which is an error). A log that merely stops is what a silent hang leaves: ``unknown``."""
@@ -232,7 +234,7 @@ def _no_failure(ctx: hy.Context) -> Hypothesis:
             else "No failure found in the logs."
         ),
         score=0.0,
-        evidence=tuple(hy.evidence(r) for r in finished.head(2).to_dicts()),
+        evidence=tuple(evidence(r) for r in finished.head(2).to_dicts()),
         rules_in=(why,),
         rules_out=(
             () if complete else ("Some ranks' logs are missing or cut; a failure there would not show.",)
@@ -240,7 +242,7 @@ def _no_failure(ctx: hy.Context) -> Hypothesis:
     )
 
 
-def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
+def _unknown(ctx: Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
     alts = "; ".join(f"{h.category} ({h.summary})" for h in hyps[:2])
     summary = f"The logs do not separate the possible causes: {why}" + (f" — {alts}" if alts else "") + "."
     return Hypothesis(
@@ -253,7 +255,7 @@ def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
         evidence=hyps[0].evidence if hyps else (),
         rules_in=(why[:1].upper() + why[1:] + ".",),
         rules_out=tuple(f"{h.category}: {h.summary}" for h in hyps[:3]),
-        collect_next_time=hy.COLLECT_NEXT_TIME,
+        collect_next_time=COLLECT_NEXT_TIME,
     )
 
 

@@ -15,7 +15,7 @@ from importlib import resources
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import HOST_CAUSES, Context, Draft, failure_lines
+from nccllog.correlate.rules.base import HOST_CAUSES, Context, Draft, failure_lines
 
 
 @dataclass(frozen=True)
