@@ -33,13 +33,12 @@ from nccllog.correlate.ranks_state import (
 from nccllog.correlate.rules import failstop, hangs, leftovers, stalls, startup, verdict
 from nccllog.correlate.rules import network as network_rules
 from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, evidence
+from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
 from nccllog.model import Confidence, Coverage, Finding, Hypothesis, Incident, RankInfo
 
 _FINDING_SEVERITIES = ("warning", "error", "critical")
-UNKNOWN_BELOW = 0.3
 WEAK_WORLD_EVIDENCE = ("highest rank seen", "highest Slurm task id (one task per rank)")
-TIE = 0.01
 
 
 def findings_from_events(events: pl.DataFrame, library: Library) -> tuple[Finding, ...]:
@@ -185,12 +184,12 @@ def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
             return _unknown(ctx, hyps, "the logs show errors that no rule could place")
         return _no_failure(ctx)
     best = hyps[0]
-    if best.score < UNKNOWN_BELOW:
+    if best.score < S.confidence_unknown_below:
         return _unknown(ctx, hyps, "the evidence for every explanation is weak")
     if len(hyps) > 1:
         second = hyps[1]
         if (
-            best.score - second.score < TIE
+            best.score - second.score < S.confidence_tie
             and second.category != best.category
             and second.culprit_ranks != best.culprit_ranks
             and {best.category, second.category} != {"straggler_hang", "config_timeout_too_short"}

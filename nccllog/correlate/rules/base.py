@@ -13,6 +13,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.network import AddressBook
 from nccllog.correlate.ranks_state import Failure, RankState
+from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
 from nccllog.model import Coverage, Evidence
 
@@ -22,7 +23,6 @@ COLLECT_NEXT_TIME = (
     "NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=<dir>/nccl_%h_%p.log: one NCCL log per process",
     "one log file per rank (torchrun --log-dir, or --tee 3 / srun --label so every line carries its rank)",
 )
-
 
 # Causes that live in one machine, so naming its host is the finding even when it is the only one.
 HOST_CAUSES = ("gpu_hardware_xid",)
@@ -137,7 +137,11 @@ def _only_attributed_lines(ctx: Context) -> bool:
 
 
 def _active_after(st: RankState, t: datetime | None) -> bool:
-    return bool(t is not None and st.last_active is not None and st.last_active > t + timedelta(seconds=30))
+    return bool(
+        t is not None
+        and st.last_active is not None
+        and st.last_active > t + timedelta(seconds=S.silent_active_after_s)
+    )
 
 
 def failure_lines(ev: pl.DataFrame) -> pl.DataFrame:

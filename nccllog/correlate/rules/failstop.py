@@ -16,6 +16,7 @@ from nccllog.correlate.rules.base import (
     _remediation,
     evidence,
 )
+from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _cascade, _failure_clause, _failure_text
 from nccllog.model import Evidence
 
@@ -27,9 +28,11 @@ def failstop(ctx: Context) -> list[Draft]:
     fails: list[Failure] = [
         st.failure
         for st in ctx.states.values()
-        if st.failure is not None and st.failure.weight >= 0.5 and st.failure.signal not in FAILSTOP_EXCLUDE
+        if st.failure is not None
+        and st.failure.weight >= S.weight_cause
+        and st.failure.signal not in FAILSTOP_EXCLUDE
     ]
-    fails += [f for f in ctx.unattributed if f.weight >= 0.5 and f.signal not in FAILSTOP_EXCLUDE]
+    fails += [f for f in ctx.unattributed if f.weight >= S.weight_cause and f.signal not in FAILSTOP_EXCLUDE]
     if not fails:
         return []
     groups: dict[str, list[Failure]] = defaultdict(list)
@@ -78,9 +81,9 @@ def failstop(ctx: Context) -> list[Draft]:
                         f"It came {w.seconds(lag * 1000)} before the first watchdog timeout ({w.collective(main.op, main.seq)}, "
                         f"{w.clock(first_timeout)}): the timeouts are the cascade."
                     )
-                    d.score += 0.03
+                    d.score += S.failstop_before_timeouts
                 else:
-                    d.score *= 0.5
+                    d.score *= S.failstop_after_factor
                     d.after = True
                     d.rules_out.append(
                         f"It was logged after the first watchdog timeout ({w.clock(first_timeout)}), so it may be a consequence."
@@ -90,9 +93,9 @@ def failstop(ctx: Context) -> list[Draft]:
                     f"{w.ranks_phrase(set(culprits) & set(main.silent), capital=True)} is also the rank the others waited for at "
                     f"{w.collective(main.op, main.seq)}."
                 )
-                d.score += 0.02
+                d.score += S.failstop_awaited
             elif set(ranks) and set(ranks) <= set(main.reporters):
-                d.score -= 0.15
+                d.score -= S.failstop_also_timed_out
                 d.rules_out.append(
                     f"{w.ranks_phrase(ranks, capital=True)} also timed out in {w.collective(main.op, main.seq)} like the others; "
                     "without timestamps the order of the two is not known."
@@ -100,9 +103,9 @@ def failstop(ctx: Context) -> list[Draft]:
         if (
             earliest_any is not None
             and lead.time is not None
-            and (lead.time - earliest_any).total_seconds() > 1
+            and (lead.time - earliest_any).total_seconds() > S.failstop_earlier_other_s
         ):
-            d.score -= 0.15
+            d.score -= S.failstop_earlier_other
             d.rules_out.append(f"Another failure came earlier ({w.clock(earliest_any)}).")
         d.summary = d.summary.rstrip(".") + (f"; {cascade}." if cascade else ".")
         d.evidence = [evidence(f.row) for f in fs[:4]] + _cascade_evidence(ctx, culprits or tuple(ranks))

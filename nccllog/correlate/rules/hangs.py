@@ -25,6 +25,7 @@ from nccllog.correlate.rules.base import (
     _timeout_rows,
     evidence,
 )
+from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.timeouts import _config_or_straggler
 from nccllog.correlate.rules.wording import _sig_size
 
@@ -91,7 +92,7 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
     d.rules_in.append(f"At {where} {minority}, while {majority}: the ranks issued {what} at the same point.")
     if not tie:
         d.culprits = tuple(odd)
-        d.score = 0.85 if len(maj) >= 2 else 0.7
+        d.score = S.mismatch_base if len(maj) >= 2 else S.mismatch_pair
         theirs = "its" if len(odd) == 1 else "their"
         d.summary = (
             f"At {where} {minority} while {majority}: {w.ranks_phrase(odd)} went off the others' sequence of "
@@ -106,7 +107,7 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
         )
     else:
         first = _first_failed(ctx, [r for _, rs in groups for r in rs])
-        d.score = 0.5
+        d.score = S.mismatch_tie
         if first is not None:
             d.culprits = tuple(sorted(next(rs for _, rs in groups if first in rs)))
             d.rules_in.append(
@@ -131,7 +132,7 @@ def _first_failed(ctx: Context, ranks: Sequence[int]) -> int | None:
         if t is not None:
             times.append((t, r))
     times.sort()
-    if len(times) >= 2 and (times[1][0] - times[0][0]).total_seconds() >= 1.0:
+    if len(times) >= 2 and (times[1][0] - times[0][0]).total_seconds() >= S.mismatch_first_failed_s:
         return times[0][1]
     return None
 
@@ -166,14 +167,14 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
     clear = len(maj) >= 2 * len(others) and not ctx.missing and not a.hidden
     if clear:
         d.culprits = tuple(sorted(others))
-        d.score = 0.75
+        d.score = S.seq_skew_clear
         d.summary = (
             f"{w.ranks_phrase(others, capital=True)} timed out at a different point of {w.pg_name(a.pg)} than "
             f"{w.ranks_phrase(maj)} ({'; '.join(parts)}); the collective sequence diverged on "
             f"{'that rank' if len(others) == 1 else 'those ranks'}."
         )
     else:
-        d.score = 0.7
+        d.score = S.seq_skew_unclear
         d.summary = (
             f"The ranks stopped at different collectives of {w.pg_name(a.pg)} ({'; '.join(parts)}): their "
             "collective sequences diverged, and the logs do not show which side went off."
@@ -217,7 +218,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     missing = [r for r in silent if not ctx.states[r].seen]
     if len(silent) < size:
         d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
-        d.score = 0.85 if len(silent) == 1 else 0.75
+        d.score = S.silent_one if len(silent) == 1 else S.silent_several
         who = w.ranks_phrase(silent, capital=True)
         d.summary = f"{who} never reached {where}; {_reporters_text(ctx, a)} waited {waited} for {'it' if len(silent) == 1 else 'them'}."
         d.rules_in.append(
@@ -232,7 +233,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             )
             d.evidence.append(evidence(t.row, f"rank {r} was elsewhere"))
         if missing:
-            d.score -= 0.25 if len(missing) == len(silent) else 0.1
+            d.score -= S.silent_all_missing if len(missing) == len(silent) else S.silent_some_missing
             d.rules_out.append(
                 f"No log at all from {w.ranks_phrase(missing)}: its silence is also what a missing log looks like, "
                 "so this rests on the others' reports alone."
@@ -246,7 +247,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
                 # One paste of the reporters' lines alone, its world size only the highest rank it
                 # shows: the ranks it lacks were not pasted, which says nothing about where they were.
                 d.culprits = ()
-                d.score = 0.5
+                d.score = S.silent_unpasted
                 d.summary = (
                     f"{_reporters_text(ctx, a).capitalize()} waited {waited} in {where} for a rank that never "
                     "reached it; the logs given do not show which (no lines from the others)."
@@ -271,7 +272,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     moved = [r for r in silent if _active_after(ctx.states[r], start)]
     if len(ctx.world) >= 3 and size * 2 <= len(silent) and not missing and moved:
         d = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
-        d.score = 0.75
+        d.score = S.silent_lone_reporter
         who = w.ranks_phrase(a.reporters, capital=True)
         d.summary = (
             f"Only {who.lower()} timed out, at {where}, a collective no other rank entered; "
@@ -298,7 +299,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
         # reporter ran a collective too many. Say so instead of guessing.
         who = w.ranks_phrase(a.reporters, capital=True)
         late = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
-        late.score = 0.25
+        late.score = S.silent_unsure
         late.summary = (
             f"{w.ranks_phrase(silent, capital=True)}{' (no log)' if missing else ''} may never have reached {where}, "
             f"where {who.lower()} waited {waited}."
@@ -308,7 +309,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             + ("the others left no log." if missing else "the others logged nothing after the wait began.")
         )
         extra = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
-        extra.score = 0.25
+        extra.score = S.silent_unsure
         extra.summary = f"{who} may have run {where} as a collective the other ranks never issued."
         extra.rules_in.append(f"{who} is the only rank that reported {where}.")
         for d in (late, extra):
@@ -321,7 +322,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
         return [late, extra]
     if len(ctx.world) == 2 and len(silent) == 1:
         d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
-        d.score = 0.65 if not missing else 0.45
+        d.score = S.silent_pair if not missing else S.silent_pair_missing
         d.summary = f"Rank {silent[0]} never reached {where}; rank {a.reporters[0]} waited {waited} for it."
         d.rules_in.append(
             f"Rank {a.reporters[0]} timed out waiting at {where}; rank {silent[0]} did not report it."
@@ -346,7 +347,7 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
     never = a.seq is not None and all(enq[r] < a.seq for r in behind)
     if never or a.seq is None:
         d = Draft(category="straggler_hang", culprits=tuple(behind), kind="enqueue_skew")
-        d.score = 0.85 if never else 0.7
+        d.score = S.enqueue_skew_never if never else S.enqueue_skew_unknown_seq
         d.summary = (
             f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last enqueued "
             f"work was {lo} while {w.others_phrase(ahead, ctx.world_size)} had enqueued up to #{hi} and timed out "
@@ -361,7 +362,7 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
         # collective never ran because something else was ahead of it on that rank (another
         # communicator's collective, another stream) -- the ranks ordered their collectives differently.
         d = Draft(category="collective_mismatch", culprits=tuple(behind), kind="enqueue_skew")
-        d.score = 0.8
+        d.score = S.enqueue_skew_stuck
         d.summary = (
             f"{w.ranks_phrase(behind, capital=True)} enqueued {coll} of {w.pg_name(a.pg)} like the others but never got "
             f"past it (last enqueued {lo}, the others up to #{hi}): on {'that rank' if len(behind) == 1 else 'those ranks'} "
@@ -411,7 +412,7 @@ def _desync(ctx: Context) -> Draft | None:
     if lagging:
         ranks_l = sorted(lagging)
         d = Draft(category="straggler_hang", culprits=tuple(ranks_l), kind="desync")
-        d.score = 0.8
+        d.score = S.desync_lagging
         d.summary = f"The desync report names {w.ranks_phrase(ranks_l)} as the lagging {'rank' if len(ranks_l) == 1 else 'ranks'}."
         d.rules_in.append(
             f"TORCH_NCCL_DESYNC_DEBUG's report (from {w.plural(len({r['rank'] for r in rows}), 'rank')}) names "
@@ -420,7 +421,7 @@ def _desync(ctx: Context) -> Draft | None:
     elif joined and not_joined and len(joined) < len(not_joined):
         ranks_j = sorted(joined)
         d = Draft(category="collective_mismatch", culprits=tuple(ranks_j), kind="lone_reporter")
-        d.score = 0.7
+        d.score = S.desync_joiner
         d.summary = (
             f"{w.ranks_phrase(ranks_j, capital=True)} entered a collective that {w.ranks_phrase(not_joined)} never joined: "
             f"{w.ranks_phrase(ranks_j)} issued one collective more than the others."
@@ -444,7 +445,7 @@ def _heartbeat(ctx: Context) -> Draft | None:
     if not stuck or len(stuck) * 2 > max(len(set(ctx.seen) | set(ctx.world)), 1):
         return None
     d = Draft(category="straggler_hang", culprits=tuple(stuck), kind="heartbeat")
-    d.score = 0.7
+    d.score = S.heartbeat_stuck
     d.summary = (
         f"{w.ranks_phrase(stuck, capital=True)} stopped making progress: "
         f"{'its' if len(stuck) == 1 else 'their'} watchdog got stuck while the other ranks' did not."
@@ -464,7 +465,7 @@ def _merge(drafts: list[Draft]) -> list[Draft]:
         key = (d.category, d.culprits)
         if key in by:
             k = by[key]
-            k.score = min(0.95, k.score + 0.05)
+            k.score = min(S.merge_cap, k.score + S.merge_bonus)
             k.rules_in.extend(x for x in d.rules_in if x not in k.rules_in)
             k.rules_out.extend(x for x in d.rules_out if x not in k.rules_out)
             k.evidence.extend(e for e in d.evidence if e not in k.evidence)
@@ -487,7 +488,7 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
     )
     if first:
         d = Draft(category="init_failure", culprits=(), kind="nobody")
-        d.score = 0.45
+        d.score = S.nobody_first_collective
         d.summary = (
             f"The first collective of {w.pg_name(a.pg)} ({coll}) never completed on any rank: every rank entered it "
             f"and waited {w.seconds(a.timeout_ms)}, so the communicator never carried a single collective."
@@ -508,7 +509,7 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
         ]
         return d
     d = Draft(category="straggler_hang", culprits=(), kind="nobody")
-    d.score = 0.4
+    d.score = S.nobody_everyone
     who = (
         w.ranks_phrase(a.reporters, capital=True)
         if a.reporters and not a.hidden and len(a.reporters) <= 8

@@ -6,6 +6,7 @@ import polars as pl
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.scores import S
 
 
 def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
@@ -26,7 +27,7 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
         )
         if ranks and not set(ranks) >= set(ctx.seen):
             d.culprits = tuple(ranks)
-        d.score = 0.3
+        d.score = S.leftover_base
         first = _first(sub.to_dicts(), 1)[0]
         d.summary = f"{w.ranks_phrase(ranks, capital=True) if ranks else 'The logs'} show {first['pattern']} ({cat[0]})."
         d.rules_in.append(

@@ -11,6 +11,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import failure_order
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
+from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _bare, _failure_text, _net_detail
 
 
@@ -68,7 +69,7 @@ def _own_socket(ctx: Context, rows: list[dict[str, Any]], category: str) -> Draf
     confidence, since the log does not say what is on the other end."""
     ranks = sorted({int(r["rank"]) for r in rows if r.get("rank") is not None})
     named = ranks if ranks and set(ranks) < set(ctx.seen) else []
-    d = Draft(category=category, culprits=tuple(named), kind="network", score=0.4)
+    d = Draft(category=category, culprits=tuple(named), kind="network", score=S.network_own_socket)
     what = _net_detail(rows) or str(rows[0].get("message") or "")
     who = w.ranks_phrase(ranks, capital=True) if ranks else "A process"
     d.summary = f"{who} reported a network error on its own connections: {w.excerpt(what)}."
@@ -91,7 +92,7 @@ def _local_fault(ctx: Context, local: dict[str, list[dict[str, Any]]], category:
     hosts = sorted(local, key=lambda h: (-len(local[h]), h))
     every = [r for h in hosts for r in local[h]]
     d = Draft(category=category, culprits=(), hosts=tuple(sorted(hosts)), kind="network_local")
-    d.score = 0.72
+    d.score = S.network_local
     detail = _net_detail(every)
     counts = ", ".join(f"{h} ({len(local[h])})" for h in hosts[:5])
     d.summary = (
@@ -136,7 +137,9 @@ def _peer_fault(
     unroutable = all(_unroutable(r) for r in rows)
     ranks = [] if unroutable else ctx.book.ranks_on(top)
     d = Draft(category=category, culprits=tuple(ranks), hosts=(top,), kind="network")
-    d.score = (0.75 if ib else 0.6) + (0.05 if everywhere and len(edges) > 1 else 0.0)
+    d.score = (S.network_peer_ib if ib else S.network_peer_socket) + (
+        S.network_everywhere if everywhere and len(edges) > 1 else 0.0
+    )
     detail = _net_detail(rows)
     on = f" (ranks {w.rank_list(ranks)})" if ranks else ""
     rep_hosts = {h for h, _ in reps if h}
@@ -167,13 +170,13 @@ def _peer_fault(
         if (st := ctx.states.get(rk))
         and st.failure
         and st.failure.signal not in FAILSTOP_EXCLUDE
-        and st.failure.weight >= 0.5
+        and st.failure.weight >= S.weight_cause
     ]
     t_net = min((r["ctime"] for r in rows if r["ctime"] is not None), default=None)
     if died:
         f = sorted(died, key=failure_order)[0]
         if f.time is None or t_net is None or f.time <= t_net:
-            d.score *= 0.5
+            d.score *= S.network_died_factor
             d.after = True
             d.rules_out.append(
                 f"Rank {f.rank} on {top} failed itself ({_failure_text(f)}) before the network errors: "
@@ -186,7 +189,7 @@ def _peer_fault(
         )
     statuses = {r["ib_status"] for r in rows if r.get("ib_status") is not None}
     if statuses and statuses <= {5}:
-        d.score -= 0.2
+        d.score -= S.network_flush_only
         d.rules_out.append(
             "Only status 5 (WR_FLUSH_ERR) was seen: the queue pair was already in error, a secondary symptom."
         )
@@ -220,7 +223,7 @@ RESTRICTIVE_ENV = {
 def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:
     hosts = sorted({r["host"] for r in intra if r.get("host")})
     d = Draft(category="p2p_topology", culprits=(), kind="p2p")
-    d.score = 0.65
+    d.score = S.network_intra_node
     env = ctx.ev.filter(pl.col("env_var").is_in(list(RESTRICTIVE_ENV)))
     bad = sorted(
         {
@@ -238,7 +241,7 @@ def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:
         f"{len(intra)} connection error(s) have both ends on the same host: intra-node traffic went through sockets/IB."
     )
     if bad:
-        d.score += 0.15
+        d.score += S.network_restrictive_env
         d.rules_in.append(f"The environment sets {', '.join(bad)}, which forbids P2P/SHM between local GPUs.")
         d.evidence.extend(evidence(r) for r in env.head(3).to_dicts())
     d.rules_out.append("No remote host is involved, so neither a remote peer nor the fabric can be at fault.")

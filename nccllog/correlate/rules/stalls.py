@@ -6,6 +6,7 @@ import polars as pl
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.scores import S
 
 
 def driver_hang(ctx: Context) -> list[Draft]:
@@ -19,7 +20,7 @@ def driver_hang(ctx: Context) -> list[Draft]:
     first = _first(found, 3)
     hosts = tuple(sorted({r["host"] for r in found if r.get("host")}))
     d = Draft(category="gpu_hardware_xid", culprits=(), hosts=hosts, kind="driver_hang")
-    d.score = 0.6
+    d.score = S.stall_driver_hang
     where = f" on {', '.join(hosts)}" if hosts else ""
     d.summary = (
         f"The GPU driver{where} stopped answering (a process asleep inside the driver, or nvidia-smi "
@@ -47,13 +48,13 @@ def stalls(ctx: Context) -> list[Draft]:
         return []
     if stalled and len(stalled) * 2 <= len(ctx.seen) and total <= len(stalled):
         d = Draft(category="straggler_hang", culprits=tuple(stalled), kind="stall_subset")
-        d.score = 0.5
+        d.score = S.stall_subset
         d.summary = f"{w.ranks_phrase(stalled, capital=True)} stopped making progress while the other ranks did not report a stall."
         d.rules_in.append(f"Stall lines come from {w.ranks_phrase(stalled)} only.")
         d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)]
         return [d]
     d = Draft(category="other", culprits=(), kind="stall_all")
-    d.score = 0.5
+    d.score = S.stall_all
     d.summary = (
         "The workers all waited without progress and no collective timed out: no rank is behind the others, so the "
         "hang is outside the ranks (the driver or scheduler that feeds them was busy elsewhere)."

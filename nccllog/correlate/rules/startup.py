@@ -18,6 +18,7 @@ from nccllog.correlate.rules.base import (
     evidence,
     failure_lines,
 )
+from nccllog.correlate.rules.scores import S
 
 
 def bootstrap(ctx: Context) -> list[Draft]:
@@ -38,7 +39,7 @@ def bootstrap(ctx: Context) -> list[Draft]:
         d.culprits = tuple(sorted(target))
         # What the waiters say points at the awaited rank, but its own log is what would prove it:
         # without a line of its own the verdict stays an inference (medium at most).
-        d.score = 0.8 if _own_failure_seen(ctx, target) else 0.65
+        d.score = S.bootstrap_awaited_own if _own_failure_seen(ctx, target) else S.bootstrap_awaited
         d.summary = (
             f"{w.ranks_phrase(writers, capital=True) if writers else 'The other ranks'} timed out in the store waiting for "
             f"{w.ranks_phrase(target)}, which had not published its part: {w.ranks_phrase(target)} was late."
@@ -53,13 +54,13 @@ def bootstrap(ctx: Context) -> list[Draft]:
         j, n = joined[0]
         if absent and len(absent) == n - j:
             d.culprits = tuple(absent)
-            d.score = 0.75
+            d.score = S.bootstrap_absent
             d.summary = f"Only {j} of {n} ranks joined the rendezvous; {w.ranks_phrase(absent)} never did."
             d.rules_in.append(
                 f"{n - j} rank(s) missing from the rendezvous and no log from {w.ranks_phrase(absent)}."
             )
         else:
-            d.score = 0.6
+            d.score = S.bootstrap_partial
             d.summary = f"Only {j} of {n} ranks joined the rendezvous before the store timed out."
             d.rules_in.append(f"The store counted {j}/{n} clients.")
         return [d]
@@ -76,7 +77,7 @@ def bootstrap(ctx: Context) -> list[Draft]:
             f"Every host but {quiet[0]} reports failing to reach {', '.join(addrs)}; {quiet[0]} is the one the store runs on."
         )
     d.hosts = tuple(hosts)
-    d.score = 0.55
+    d.score = S.bootstrap_unreachable
     d.summary = (
         f"{w.ranks_phrase(writers, capital=True) if writers else 'The ranks'} could not reach the rendezvous store"
         + (f" at {', '.join(addrs)}" if addrs else "")
@@ -143,7 +144,7 @@ def versions(ctx: Context) -> list[Draft]:
             culprits=tuple(odd) if len(odd) < len(groups[0][1]) else (),
             kind="version",
         )
-        d.score = 0.55
+        d.score = S.version_split
         parts = "; ".join(f"{w.ranks_phrase(rs)}: {v}" for v, rs in groups)
         d.summary = f"The ranks run different {name} versions ({parts})."
         d.rules_in.append(f"{name} versions differ across ranks: {parts}.")
@@ -169,7 +170,7 @@ def _system_version(ctx: Context) -> list[Draft]:
     lead = first[0]
     d = Draft(category="version_mismatch", culprits=(), hosts=tuple(hosts), kind="system_version")
     # Above the generic failure reading of the same line: this one says what the service is for.
-    d.score = 0.62
+    d.score = S.version_system
     where = f" on {', '.join(hosts)}" if hosts else ""
     versions_text = (
         f" ({lead['local_version']} against driver {lead['remote_version']})"
@@ -228,9 +229,9 @@ def startup_hang(ctx: Context) -> list[Draft]:
     and nothing after -> the first collective hung (often the P2P path)."""
     if ctx.main is not None:
         return []
-    if any(st.failure is not None and st.failure.weight >= 0.5 for st in ctx.states.values()):
+    if any(st.failure is not None and st.failure.weight >= S.weight_cause for st in ctx.states.values()):
         return []
-    if any(f.weight >= 0.5 for f in ctx.unattributed):
+    if any(f.weight >= S.weight_cause for f in ctx.unattributed):
         return []
     ev = ctx.ev
     exits = ev.filter(pl.col("signal") == "process_exit")
@@ -253,7 +254,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
     env = _rendezvous_env(ctx)
     if init.height == 0 and boot.height == 0:
         d = Draft(category="bootstrap_rendezvous", culprits=(), kind="startup")
-        d.score = 0.55
+        d.score = S.startup_rendezvous
         d.summary = (
             "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
             "(init_process_group)" + (f"; {env[0]}" if env else "") + "."
@@ -262,7 +263,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
             "No NCCL line from any rank, no collective, and the job ended by being stopped from outside."
         )
         if env:
-            d.score += 0.2
+            d.score += S.startup_rendezvous_env
             d.rules_in.extend(env)
         d.rules_out.append(
             "No rank crashed or reported an error, so nothing but the rendezvous explains the wait."
@@ -294,7 +295,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
                 }
             )
             d = Draft(category="network_socket", culprits=(), kind="startup")
-            d.score = 0.55
+            d.score = S.startup_virtual_iface
             d.summary = (
                 f"NCCL's communicator setup hung on every rank after it picked up the virtual interface(s) "
                 f"{', '.join(names)} alongside the real one; the socket connections over them never completed."
@@ -311,7 +312,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
             ]
             return [d]
         d = Draft(category="network_socket" if socket else "init_failure", culprits=(), kind="startup")
-        d.score = 0.4
+        d.score = S.startup_init_hang
         d.summary = "NCCL communicator init never completed on any rank; the job was stopped while the ranks waited in it."
         d.rules_in.append("NCCL bootstrap lines but no 'Init COMPLETE', no error, and an external stop.")
         d.evidence = stop_ev
@@ -319,7 +320,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
         return [d]
     p2p = init.filter(pl.col("message").str.contains("via P2P")).height > 0
     d = Draft(category="p2p_topology" if p2p else "straggler_hang", culprits=(), kind="startup")
-    d.score = 0.5 if p2p else 0.35
+    d.score = S.startup_p2p if p2p else S.startup_idle
     d.summary = (
         "Every communicator finished init over P2P and then nothing moved until the job was stopped: the first "
         "collective hung on the GPU peer-to-peer path."
@@ -339,7 +340,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
             (pl.col("signal") == "env_setting") & pl.col("env_var").fill_null("").str.starts_with("NCCL_P2P")
         )
         if switch.height:
-            d.score += 0.1
+            d.score += S.startup_pcie_switch
             d.rules_in.append(
                 f"NCCL's topology search routes GPU peer traffic through PCIe switches (type {switch['path_type'][0]}): "
                 "with ACS or an IOMMU (VT-d) active, switch-local peer transfers are redirected or dropped."

@@ -14,12 +14,11 @@ from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG
 from nccllog.correlate.orphans import progress_by_elimination
 from nccllog.correlate.rules.base import Context, Draft, _active_after, _reporters_text, evidence
-from nccllog.correlate.rules.wording import _progress_text
 
 # Words of long rank-local phases (checkpointing, evaluation, data preparation) in log messages.
 # A sub-step a phase line reports as this long (seconds) shows a rank busy with long work.
-LONG_STEP_S = 30.0
-
+from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.wording import _progress_text
 
 PHASE_WORDS = (
     "checkpoint",
@@ -55,17 +54,17 @@ PHASE_WORDS = (
 )
 
 
-SMALL_NUMEL = 64
-
-
 def _phase_rows(ctx: Context, ranks: Iterable[int], since: datetime | None) -> list[dict[str, Any]]:
     """Lines of these ranks that name a long rank-local phase (checkpoint, evaluation, …)."""
     sub = ctx.ev.filter(
         pl.col("rank").is_in(list(ranks)) & pl.col("message").str.contains_any(list(PHASE_WORDS))
     )
-    sub = sub.filter(pl.col("_fw") < 0.3)
+    sub = sub.filter(pl.col("_fw") < S.weight_phase_line_below)
     if since is not None:
-        sub = sub.filter(pl.col("ctime").is_null() | (pl.col("ctime") >= since - timedelta(minutes=30)))
+        sub = sub.filter(
+            pl.col("ctime").is_null()
+            | (pl.col("ctime") >= since - timedelta(minutes=S.config_phase_window_min))
+        )
     return sub.sort("_i").tail(4).to_dicts()
 
 
@@ -93,7 +92,8 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     own = {r: [x for x in phase if x["rank"] == r] for r in culprits}
     work = {r: own[r] + (rows[r] if r in shown else []) for r in culprits}
     busy = {
-        r: [x for x in own[r] if _long_step(x, limit_s, LONG_STEP_S)] + (long[r] if r in shown else [])
+        r: [x for x in own[r] if _long_step(x, limit_s, S.config_long_step_s)]
+        + (long[r] if r in shown else [])
         for r in culprits
     }
     steps = [x for r in culprits for x in busy[r]]
@@ -109,7 +109,11 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     lines = [x for r in culprits for x in work[r]]
     small = bool(a.op and a.op.upper() == "BARRIER") or bool(
         a.by_rank
-        and all(t.numel_in is not None and t.numel_in <= SMALL_NUMEL for t in a.by_rank.values() if t.primary)
+        and all(
+            t.numel_in is not None and t.numel_in <= S.config_small_numel
+            for t in a.by_rank.values()
+            if t.primary
+        )
     )
     job_ms = _job_timeout(ctx, a)
     sub = job_ms is not None and a.timeout_ms is not None and a.timeout_ms < job_ms
@@ -118,14 +122,14 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         for t in a.reports
         if t.primary and t.elapsed_ms is not None and t.timeout_ms
     ]
-    on_time = bool(over) and max(over) < 0.01
+    on_time = bool(over) and max(over) < S.config_on_time_margin
     cfg = Draft(category="config_timeout_too_short", culprits=tuple(culprits), hosts=d.hosts, kind="config")
     cfg.score = (
-        0.3
-        + (0.3 if working else 0.0)
-        + (0.15 if lines else 0.0)
-        + (0.05 if small else 0.0)
-        + (0.15 if sub else 0.0)
+        S.config_base
+        + (S.config_working if working else 0.0)
+        + (S.config_lines if lines else 0.0)
+        + (S.config_small if small else 0.0)
+        + (S.config_subgroup if sub else 0.0)
     )
     coll = w.collective(a.op, a.seq)
     limit = w.seconds(a.timeout_ms)
@@ -194,7 +198,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     ]
     # How the straggler reading fares against it.
     if alive or lines or sub:
-        d.score -= 0.15 if working or sub else 0.05
+        d.score -= S.config_straggler_working if working or sub else S.config_straggler_quiet
         d.rules_out.append(
             f"{who} {was} {'still logging' if alive else 'in ' + (doing or 'a long step')} while the others waited, "
             "which fits a timeout too short for legitimate work better than a hang."
@@ -214,7 +218,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     if on_time and not d.rules_in:
         d.rules_in.append("Every watchdog fired on time: the wait ended by the clock.")
     if not culprits:
-        cfg.score = min(cfg.score, 0.35)
+        cfg.score = min(cfg.score, S.config_no_culprit_cap)
     if sub and job_ms is not None and not culprits:
         d.summary = d.summary.rstrip(".") + (
             f"; {w.pg_name(a.pg)} ran with its own {limit} timeout, shorter than the job's {w.seconds(job_ms)}."

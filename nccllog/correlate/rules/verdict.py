@@ -9,13 +9,8 @@ import polars as pl
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import HOST_CAUSES, Context, Draft, _host, _hosts_seen, evidence
+from nccllog.correlate.rules.scores import S
 from nccllog.model import Evidence, Hypothesis
-
-STRONG = 0.75
-
-
-MEDIUM = 0.5
-
 
 CAUSE_KINDS = (
     "failstop",
@@ -48,7 +43,7 @@ SYMPTOM_KINDS = (
 def reconcile(ctx: Context, drafts: list[Draft]) -> None:
     """A cause outranks the hang it explains: an OOM on the rank the others waited for, IB errors
     before everybody's timeout. The hang stays as a hypothesis, saying what explains it."""
-    causes = [d for d in drafts if d.kind in CAUSE_KINDS and d.score >= 0.5 and not d.after]
+    causes = [d for d in drafts if d.kind in CAUSE_KINDS and d.score >= S.reconcile_cause_min and not d.after]
     for h in drafts:
         if h.kind not in SYMPTOM_KINDS:
             continue
@@ -63,16 +58,13 @@ def reconcile(ctx: Context, drafts: list[Draft]) -> None:
             if not related:
                 continue
             if c.score <= h.score:
-                c.score = min(0.97, h.score + 0.05)
+                c.score = min(S.reconcile_cap, h.score + S.reconcile_bonus)
             h.rules_out.append(f"What explains the wait: {c.summary}")
     _hardware_first(ctx, drafts)
 
 
 # Failures a broken GPU or its link produces in the process using it.
 HARDWARE_CONSEQUENCES = ("oom", "cuda_error", "segfault_crash", "other")
-
-
-HARDWARE_LEAD_S = 60  # a hardware event this long after a failure did not cause it
 
 
 def _hardware_first(ctx: Context, drafts: list[Draft]) -> None:
@@ -87,10 +79,14 @@ def _hardware_first(ctx: Context, drafts: list[Draft]) -> None:
             if not (hw_hosts & sw_hosts or set(hw.culprits) & set(sw.culprits)):
                 continue
             t_hw, t_sw = _earliest(hw), _earliest(sw)
-            if t_hw is not None and t_sw is not None and (t_hw - t_sw).total_seconds() > HARDWARE_LEAD_S:
+            if (
+                t_hw is not None
+                and t_sw is not None
+                and (t_hw - t_sw).total_seconds() > S.reconcile_hardware_lead_s
+            ):
                 continue
             if hw.score <= sw.score:
-                hw.score = min(0.97, sw.score + 0.02)
+                hw.score = min(S.reconcile_cap, sw.score + S.reconcile_hardware_bonus)
             if not hw.culprits:
                 hw.culprits = sw.culprits
             sw.rules_out.append(f"It follows a hardware fault on the same machine: {hw.summary}")
@@ -160,12 +156,15 @@ def finish(ctx: Context, drafts: list[Draft]) -> None:
         _root_cause_note(ctx, d, roots)
         if ctx.missing and ctx.seen:
             share = len(ctx.missing) / max(len(ctx.world), 1)
-            d.penalise(0.1 if share > 0.25 else 0.05, f"no log from {w.ranks_phrase(ctx.missing)}")
+            d.penalise(
+                S.penalty_missing_many if share > S.penalty_missing_share else S.penalty_missing_few,
+                f"no log from {w.ranks_phrase(ctx.missing)}",
+            )
         if ctx.coverage.truncated_lines or ctx.coverage.skipped:
-            d.penalise(0.05, "some input was truncated or skipped")
+            d.penalise(S.penalty_truncated, "some input was truncated or skipped")
         if repeat and d.kind in ("silent", "lone_reporter", "mismatch", "seq_skew", "nobody", "config"):
             d.penalise(
-                0.15,
+                S.penalty_folded,
                 "Ray folded identical lines of several processes into one ([repeated Nx]); who said what is partly unknown",
             )
         if d.culprits and not d.hosts:
@@ -186,9 +185,9 @@ def ranked(drafts: list[Draft]) -> list[Hypothesis]:
 
 def confidence(score: float) -> str:
     """Score -> high / medium / low."""
-    if score >= STRONG:
+    if score >= S.confidence_strong:
         return "high"
-    if score >= MEDIUM:
+    if score >= S.confidence_medium:
         return "medium"
     return "low"
 

@@ -8,6 +8,7 @@ from typing import Any
 from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import Failure
 from nccllog.correlate.rules.base import Context
+from nccllog.correlate.rules.scores import S
 
 
 def _sig_size(sig: tuple[Any, ...]) -> str:
@@ -122,7 +123,7 @@ def _cascade(ctx: Context, culprits: Sequence[int], lead: Failure) -> str:
     errs = sorted(
         r
         for r, st in ctx.states.items()
-        if r not in culprits and any(f.weight >= 0.3 and f is not lead for f in st.failures)
+        if r not in culprits and any(f.weight >= S.weight_error and f is not lead for f in st.failures)
     )
     if errs:
         return f"the errors on {w.others_phrase(errs, ctx.world_size)} followed"
