@@ -76,6 +76,15 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class CollectiveRef:
+    """The collective a hypothesis is about: its process group, sequence number and operation."""
+
+    pg: str
+    seq: int | None = None
+    op: str | None = None
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """A candidate explanation: a category, the culprits, the evidence, and how sure we are."""
 
@@ -90,6 +99,7 @@ class Hypothesis:
     rules_out: tuple[str, ...] = ()  # why the alternatives are less likely
     remediation: tuple[str, ...] = ()
     collect_next_time: tuple[str, ...] = ()
+    collective: CollectiveRef | None = None  # the collective the ranks hung in, where known
 
 
 @dataclass(frozen=True)

@@ -15,7 +15,7 @@ from nccllog.correlate.network import AddressBook
 from nccllog.correlate.ranks_state import Failure, RankState
 from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
-from nccllog.model import Coverage, Evidence
+from nccllog.model import CollectiveRef, Coverage, Evidence
 
 COLLECT_NEXT_TIME = (
     "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps its flight recorder on timeout",
@@ -51,6 +51,7 @@ class Draft:
     kind: str = ""  # which rule proposed it (for merging and tests)
     after: bool = False  # a consequence: it came after the failure it would have to explain
     ceiling_why: str = ""  # why ``high`` is not earned (correlate/earned.py); empty when it is
+    collective: CollectiveRef | None = None  # the collective the ranks hung in, where known
 
     def penalise(self, amount: float, why: str) -> None:
         """Lower the confidence (not the ranking) for a gap in the data."""

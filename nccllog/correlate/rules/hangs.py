@@ -28,6 +28,7 @@ from nccllog.correlate.rules.base import (
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.timeouts import _config_or_straggler
 from nccllog.correlate.rules.wording import _sig_size
+from nccllog.model import CollectiveRef
 
 MISMATCH_REMEDIATION = (
     "Find the code path that issues collectives conditionally (rank-dependent branches, data-dependent loops, "
@@ -60,6 +61,8 @@ def hang(ctx: Context) -> list[Draft]:
     for d in drafts:
         if not d.culprits and not d.hosts:
             d.collect.extend(COLLECT_NEXT_TIME)
+        if d.collective is None:
+            d.collective = CollectiveRef(pg=main.pg, seq=main.seq, op=main.op)
     return drafts
 
 
@@ -158,7 +161,8 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
     for s, rs in sorted(seqs.items()):
         ops = {op for r in rs if (op := at[r][1])}
         parts.append(f"{w.ranks_phrase(rs)} at {w.collective('/'.join(sorted(ops)) if ops else None, s)}")
-    d = Draft(category="collective_mismatch", culprits=(), kind="seq_skew")
+    # The ranks stopped at different sequence numbers of the group: no one collective to name.
+    d = Draft(category="collective_mismatch", culprits=(), kind="seq_skew", collective=CollectiveRef(pg=a.pg))
     d.rules_in.append(
         f"In {w.pg_name(a.pg)} the ranks timed out at different sequence numbers ({'; '.join(parts)}): "
         "a rank can only wait at a later number after the others completed the earlier ones with it, so their "

@@ -210,6 +210,7 @@ def _hypothesis(d: Draft) -> Hypothesis:
         rules_out=tuple(rules_out),
         remediation=tuple(d.remediation),
         collect_next_time=tuple(dict.fromkeys(d.collect)),
+        collective=d.collective,
     )
 
 
