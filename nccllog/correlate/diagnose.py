@@ -30,14 +30,15 @@ from nccllog.correlate.ranks_state import (
     subject_ranks,
     unattributed_failures,
 )
-from nccllog.correlate.rules import failstop, hangs, leftovers, stalls, startup, verdict
+from nccllog.correlate.rules import failstop, hangs, leftovers, remedies, stalls, startup, verdict
 from nccllog.correlate.rules import network as network_rules
-from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, evidence
+from nccllog.correlate.rules.base import Context, Draft, collect_next_time, evidence
 from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
-from nccllog.model import Confidence, Coverage, Finding, Hypothesis, Incident, RankInfo
+from nccllog.model import Coverage, Finding, Hypothesis, Incident, RankInfo
+from nccllog.vocab import Category, Confidence, Severity, Signal
 
-_FINDING_SEVERITIES = ("warning", "error", "critical")
+_FINDING_SEVERITIES = (Severity.WARNING, Severity.ERROR, Severity.CRITICAL)
 WEAK_WORLD_EVIDENCE = ("highest rank seen", "highest Slurm task id (one task per rank)")
 
 
@@ -71,7 +72,7 @@ def finding(
         host=row["host"],
         time=t.isoformat() if t is not None else None,
         fields=fields,
-        severity=row["severity"] or "info",
+        severity=row["severity"] or Severity.INFO,
         text=row["text"],
         signal=row["signal"] or "",
     )
@@ -126,6 +127,7 @@ def diagnose(
         coverage=coverage,
         unattributed=unattributed_failures(ev),
         world_known=world_size is not None and why not in WEAK_WORLD_EVIDENCE,
+        versions=remedies.shown_versions(ev),
     )
     drafts: list[Draft] = []
     for rule in (
@@ -175,7 +177,8 @@ def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
     # NCCL's error trace is printed at INFO, but only on failure.
     failed = (
         ctx.ev.filter(
-            pl.col("severity").is_in(["error", "critical"]) | (pl.col("signal") == "nccl_result")
+            pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
+            | (pl.col("signal") == Signal.NCCL_RESULT)
         ).height
         > 0
     )
@@ -192,7 +195,8 @@ def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
             best.score - second.score < S.confidence_tie
             and second.category != best.category
             and second.culprit_ranks != best.culprit_ranks
-            and {best.category, second.category} != {"straggler_hang", "config_timeout_too_short"}
+            and {best.category, second.category}
+            != {Category.STRAGGLER_HANG, Category.CONFIG_TIMEOUT_TOO_SHORT}
         ):
             return _unknown(ctx, hyps, "two explanations fit the logs equally well")
     return best
@@ -203,8 +207,8 @@ def _no_failure(ctx: Context) -> Hypothesis:
     a finished agent, the script's last line) or, for a paste of warnings, the warnings themselves
     (none of which is an error). A log that merely stops is what a silent hang leaves: ``unknown``."""
     n = len(ctx.seen)
-    finished = ctx.ev.filter(pl.col("signal") == "completion")
-    warned = ctx.ev.filter(pl.col("severity") == "warning").height > 0
+    finished = ctx.ev.filter(pl.col("signal") == Signal.COMPLETION)
+    warned = ctx.ev.filter(pl.col("severity") == Severity.WARNING).height > 0
     if not finished.height and not warned:
         return _unknown(
             ctx,
@@ -217,13 +221,13 @@ def _no_failure(ctx: Context) -> Hypothesis:
     everyone = bool(n) and (ranks_done >= set(ctx.seen) or finished.height >= n)
     confidence: Confidence
     if finished.height:
-        confidence = "high" if complete and everyone else "medium"
+        confidence = Confidence.HIGH if complete and everyone else Confidence.MEDIUM
         why = "No line of error severity and no hang signal on any rank; the run's own end is logged."
     else:
-        confidence = "low"
+        confidence = Confidence.LOW
         why = "Only warnings, none of them an error; nothing shows the run stopped, nor that it finished."
     return Hypothesis(
-        category="no_failure",
+        category=Category.NO_FAILURE,
         culprit_ranks=(),
         culprit_hosts=(),
         confidence=confidence,
@@ -245,16 +249,16 @@ def _unknown(ctx: Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
     alts = "; ".join(f"{h.category} ({h.summary})" for h in hyps[:2])
     summary = f"The logs do not separate the possible causes: {why}" + (f" — {alts}" if alts else "") + "."
     return Hypothesis(
-        category="unknown",
+        category=Category.UNKNOWN,
         culprit_ranks=(),
         culprit_hosts=(),
-        confidence="low",
+        confidence=Confidence.LOW,
         summary=summary,
         score=hyps[0].score if hyps else 0.0,
         evidence=hyps[0].evidence if hyps else (),
         rules_in=(why[:1].upper() + why[1:] + ".",),
         rules_out=tuple(f"{h.category}: {h.summary}" for h in hyps[:3]),
-        collect_next_time=COLLECT_NEXT_TIME,
+        collect_next_time=tuple(collect_next_time(ctx)),
     )
 
 
@@ -295,13 +299,14 @@ def _rank_info(
 def _status(st: RankState, silent: set[int]) -> str:
     if not st.seen:
         return "no log"
-    if st.failure is not None and st.failure.weight >= 0.5:
-        return {
-            "oom": "OOM",
-            "cuda_error": "CUDA error",
-            "segfault_crash": "crashed",
-            "gpu_hardware_xid": "Xid",
-        }.get(st.failure.category, st.failure.category.replace("_", " "))
+    if st.failure is not None and st.failure.weight >= S.weight_cause:
+        short: dict[str, str] = {
+            Category.OOM: "OOM",
+            Category.CUDA_ERROR: "CUDA error",
+            Category.SEGFAULT_CRASH: "crashed",
+            Category.GPU_HARDWARE_XID: "Xid",
+        }
+        return short.get(st.failure.category, st.failure.category.replace("_", " "))
     if st.timeouts:
         t = st.timeouts[0]
         return f"timed out at {w.collective(t.op, t.seq)}"

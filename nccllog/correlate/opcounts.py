@@ -31,8 +31,8 @@ import polars as pl
 
 from nccllog.correlate import outliers
 from nccllog.correlate import wording as w
-from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, evidence
-from nccllog.correlate.rules.hangs import MISMATCH_REMEDIATION
+from nccllog.correlate.rules.base import Context, Draft, evidence
+from nccllog.correlate.rules.remedies import steps
 
 P2P_OPS = frozenset({"Send", "Recv", "SendRecv"})
 ROOTED_OPS = frozenset({"Broadcast", "Reduce"})
@@ -227,7 +227,7 @@ def _mismatch_draft(
     odd_rows = [lines[r][_first_difference(sig, maj_sig)] for sig, ranks in rest for r in ranks[:2]]
     d.evidence = [evidence(r, "the odd call") for r in odd_rows[:4]]
     d.evidence.append(evidence(lines[maj[0]][i], f"the call of {w.ranks_phrase(maj)}"))
-    d.remediation = list(MISMATCH_REMEDIATION)
+    d.remediation = steps("mismatch", ctx.versions)
     return d
 
 
@@ -264,5 +264,5 @@ def _straggler(ctx: Context, key: CommKey, rows: list[dict[str, Any]]) -> list[D
         "Without a watchdog line the length of the wait is unknown."
     )
     d.evidence = [evidence(last[r]) for r in [*behind, *ahead][:6]]
-    d.collect.extend(COLLECT_NEXT_TIME[:2])
+    d.collect.extend(steps("collect_hang", ctx.versions))
     return [d]

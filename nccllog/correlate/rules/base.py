@@ -13,23 +13,11 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.network import AddressBook
 from nccllog.correlate.ranks_state import Failure, RankState
+from nccllog.correlate.rules.remedies import Version, steps
 from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
 from nccllog.model import CollectiveRef, Coverage, Evidence
-
-COLLECT_NEXT_TIME = (
-    "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps its flight recorder on timeout",
-    "TORCH_NCCL_DESYNC_DEBUG=1: the watchdog names the ranks that did not join",
-    "NCCL_DEBUG=INFO with NCCL_DEBUG_FILE=<dir>/nccl_%h_%p.log: one NCCL log per process",
-    "one log file per rank (torchrun --log-dir, or --tee 3 / srun --label so every line carries its rank)",
-)
-
-# Causes that live in one machine, so naming its host is the finding even when it is the only one.
-HOST_CAUSES = ("gpu_hardware_xid",)
-
-
-# Causes in a machine's or the job's setup (interfaces, rendezvous, installed versions, devices).
-ENV_CAUSES = ("network_socket", "bootstrap_rendezvous", "version_mismatch", "init_failure", "p2p_topology")
+from nccllog.vocab import Severity
 
 
 @dataclass
@@ -76,11 +64,17 @@ class Context:
     coverage: Coverage
     unattributed: list[Failure]
     world_known: bool = False  # the world size was printed, not guessed from the highest rank seen
+    versions: dict[str, Version | None] = field(default_factory=dict)  # torch/NCCL shown (remedies)
 
     @property
     def main(self) -> Aligned | None:
         """The collective most ranks timed out on."""
         return self.aligned[0] if self.aligned else None
+
+
+def collect_next_time(ctx: Context) -> list[str]:
+    """What to capture next time when the logs name no culprit (``remedy.collect_*``)."""
+    return steps("collect_hang", ctx.versions) + steps("collect_logs", ctx.versions)
 
 
 def evidence(row: dict[str, Any], note: str = "") -> Evidence:
@@ -147,7 +141,7 @@ def _active_after(st: RankState, t: datetime | None) -> bool:
 
 def failure_lines(ev: pl.DataFrame) -> pl.DataFrame:
     """Error-level lines with a weight as a cause: what a rank's own failure looks like."""
-    return ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") > 0))
+    return ev.filter(pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL]) & (pl.col("_fw") > 0))
 
 
 def _hosts_seen(ctx: Context) -> set[str]:

@@ -8,7 +8,6 @@ from collections.abc import Sequence
 from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import Failure, failure_order
 from nccllog.correlate.rules.base import (
-    ENV_CAUSES,
     Context,
     Draft,
     _host,
@@ -19,8 +18,9 @@ from nccllog.correlate.rules.base import (
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _cascade, _failure_clause, _failure_text
 from nccllog.model import Evidence
+from nccllog.vocab import ENV_CAUSES, Signal
 
-FAILSTOP_EXCLUDE = ("network_ib", "network_socket", "store_timeout")
+FAILSTOP_EXCLUDE = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET, Signal.STORE_TIMEOUT)
 
 
 def failstop(ctx: Context) -> list[Draft]:
@@ -118,7 +118,7 @@ def _named_ranks(fs: list[Failure]) -> list[int]:
     """Ranks a failure line names explicitly (``Duplicate GPU detected : rank 1 and rank 9``)."""
     out: set[int] = set()
     for f in fs:
-        if f.signal == "duplicate_gpu":
+        if f.signal == Signal.DUPLICATE_GPU:
             for k in ("target_rank", "other_rank"):
                 v = f.row.get(k)
                 if v is not None:

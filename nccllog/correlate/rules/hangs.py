@@ -14,7 +14,6 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG, int_list
 from nccllog.correlate.rules.base import (
-    COLLECT_NEXT_TIME,
     Context,
     Draft,
     _active_after,
@@ -23,18 +22,15 @@ from nccllog.correlate.rules.base import (
     _reporters_text,
     _silent_evidence,
     _timeout_rows,
+    collect_next_time,
     evidence,
 )
+from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.timeouts import _config_or_straggler
 from nccllog.correlate.rules.wording import _sig_size
 from nccllog.model import CollectiveRef
-
-MISMATCH_REMEDIATION = (
-    "Find the code path that issues collectives conditionally (rank-dependent branches, data-dependent loops, "
-    "early exits, logging/metrics sync on some ranks only) and make every rank issue the same sequence.",
-    "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL: collective fingerprints are checked and the first mismatch is reported with both sides.",
-)
+from nccllog.vocab import Category, Signal
 
 
 def hang(ctx: Context) -> list[Draft]:
@@ -60,7 +56,7 @@ def hang(ctx: Context) -> list[Draft]:
         drafts.extend(_config_or_straggler(ctx, main, _nobody(ctx, main)))
     for d in drafts:
         if not d.culprits and not d.hosts:
-            d.collect.extend(COLLECT_NEXT_TIME)
+            d.collect.extend(collect_next_time(ctx))
         if d.collective is None:
             d.collective = CollectiveRef(pg=main.pg, seq=main.seq, op=main.op)
     return drafts
@@ -81,7 +77,7 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
     odd = list(split.odd)
     ops_differ = len({s[0] for s in sigs}) > 1
     where = f"#{a.seq} of {w.pg_name(a.pg)}"
-    d = Draft(category="collective_mismatch", culprits=(), kind="mismatch")
+    d = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=(), kind="mismatch")
     tie = split.tie
     if ops_differ:
         majority = f"{w.ranks_phrase(maj)} ran {maj_sig[0]}"
@@ -122,7 +118,7 @@ def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
             else "the logs do not say which side diverged."
         )
     d.evidence = [evidence(a.by_rank[r].row) for r in sorted(a.by_rank)[:6]]
-    d.remediation = list(MISMATCH_REMEDIATION)
+    d.remediation = steps("mismatch", ctx.versions)
     return d
 
 
@@ -162,7 +158,9 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
         ops = {op for r in rs if (op := at[r][1])}
         parts.append(f"{w.ranks_phrase(rs)} at {w.collective('/'.join(sorted(ops)) if ops else None, s)}")
     # The ranks stopped at different sequence numbers of the group: no one collective to name.
-    d = Draft(category="collective_mismatch", culprits=(), kind="seq_skew", collective=CollectiveRef(pg=a.pg))
+    d = Draft(
+        category=Category.COLLECTIVE_MISMATCH, culprits=(), kind="seq_skew", collective=CollectiveRef(pg=a.pg)
+    )
     d.rules_in.append(
         f"In {w.pg_name(a.pg)} the ranks timed out at different sequence numbers ({'; '.join(parts)}): "
         "a rank can only wait at a later number after the others completed the earlier ones with it, so their "
@@ -188,11 +186,7 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
                 f"No log from {w.ranks_phrase(ctx.missing)}: either side could be the majority, so no rank is named."
             )
     d.evidence = [evidence(at_row) for at_row in _skew_rows(ctx, a.pg, at)]
-    d.remediation = [
-        "Look for a rank-dependent code path between the last common collective and these ones "
-        "(checkpoint save/resume, metrics logging, a data-dependent loop) that issues a different number of collectives.",
-        "Run once with TORCH_DISTRIBUTED_DEBUG=DETAIL to have the first mismatching collective reported.",
-    ]
+    d.remediation = steps("seq_skew", ctx.versions)
     return d
 
 
@@ -221,7 +215,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     waited = w.seconds(a.timeout_ms)
     missing = [r for r in silent if not ctx.states[r].seen]
     if len(silent) < size:
-        d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(silent), kind="silent")
         d.score = S.silent_one if len(silent) == 1 else S.silent_several
         who = w.ranks_phrase(silent, capital=True)
         d.summary = f"{who} never reached {where}; {_reporters_text(ctx, a)} waited {waited} for {'it' if len(silent) == 1 else 'them'}."
@@ -260,7 +254,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
                     f"{_reporters_text(ctx, a).capitalize()} timed out waiting at {where}; the input has no line "
                     f"at all from {w.ranks_phrase(missing)}, so it cannot say which of them was late."
                 ]
-                d.collect.extend(COLLECT_NEXT_TIME)
+                d.collect.extend(collect_next_time(ctx))
         hosts = {ctx.states[r].host for r in silent}
         if d.culprits and len(silent) > 1 and len(hosts) == 1 and None not in hosts:
             host = hosts.pop()
@@ -275,7 +269,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
     start = a.wait_start or a.first_time
     moved = [r for r in silent if _active_after(ctx.states[r], start)]
     if len(ctx.world) >= 3 and size * 2 <= len(silent) and not missing and moved:
-        d = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
+        d = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=a.reporters, kind="lone_reporter")
         d.score = S.silent_lone_reporter
         who = w.ranks_phrase(a.reporters, capital=True)
         d.summary = (
@@ -293,16 +287,13 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             f"A straggler reading would need all {len(silent)} silent ranks to be stuck at once, which the lone report does not support."
         )
         d.evidence = [evidence(r) for r in _timeout_rows(a)] + _silent_evidence(ctx, silent)
-        d.remediation = [
-            f"Look for a collective (often a barrier) that only {w.ranks_phrase(a.reporters)} executes: rank-0-only "
-            "save/eval/logging code that calls a collective, or an early return on the other ranks."
-        ]
+        d.remediation = steps("lone_reporter", ctx.versions, ranks=w.ranks_phrase(a.reporters))
         return d
     if size == 1 and not a.hidden and len(ctx.world) >= 3:
         # One rank reported and nothing shows what the others did: hung, slow, or done while the
         # reporter ran a collective too many. Say so instead of guessing.
         who = w.ranks_phrase(a.reporters, capital=True)
-        late = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        late = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(silent), kind="silent")
         late.score = S.silent_unsure
         late.summary = (
             f"{w.ranks_phrase(silent, capital=True)}{' (no log)' if missing else ''} may never have reached {where}, "
@@ -312,7 +303,7 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             f"Only {who.lower()} reported {where}; "
             + ("the others left no log." if missing else "the others logged nothing after the wait began.")
         )
-        extra = Draft(category="collective_mismatch", culprits=a.reporters, kind="lone_reporter")
+        extra = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=a.reporters, kind="lone_reporter")
         extra.score = S.silent_unsure
         extra.summary = f"{who} may have run {where} as a collective the other ranks never issued."
         extra.rules_in.append(f"{who} is the only rank that reported {where}.")
@@ -322,10 +313,10 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
                 f"collective on {w.ranks_phrase(a.reporters)} look the same from here."
             )
             d.evidence = [evidence(r) for r in _timeout_rows(a)]
-            d.collect.extend(COLLECT_NEXT_TIME)
+            d.collect.extend(collect_next_time(ctx))
         return [late, extra]
     if len(ctx.world) == 2 and len(silent) == 1:
-        d = Draft(category="straggler_hang", culprits=tuple(silent), kind="silent")
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(silent), kind="silent")
         d.score = S.silent_pair if not missing else S.silent_pair_missing
         d.summary = f"Rank {silent[0]} never reached {where}; rank {a.reporters[0]} waited {waited} for it."
         d.rules_in.append(
@@ -350,7 +341,7 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
     coll = w.collective(a.op, a.seq)
     never = a.seq is not None and all(enq[r] < a.seq for r in behind)
     if never or a.seq is None:
-        d = Draft(category="straggler_hang", culprits=tuple(behind), kind="enqueue_skew")
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(behind), kind="enqueue_skew")
         d.score = S.enqueue_skew_never if never else S.enqueue_skew_unknown_seq
         d.summary = (
             f"{w.ranks_phrase(behind, capital=True)} fell behind: {'its' if len(behind) == 1 else 'their'} last enqueued "
@@ -365,7 +356,7 @@ def _enqueue_skew(ctx: Context, a: Aligned) -> Draft | None:
         # It did enqueue the collective, like everyone, and then stopped issuing work: its copy of the
         # collective never ran because something else was ahead of it on that rank (another
         # communicator's collective, another stream) -- the ranks ordered their collectives differently.
-        d = Draft(category="collective_mismatch", culprits=tuple(behind), kind="enqueue_skew")
+        d = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=tuple(behind), kind="enqueue_skew")
         d.score = S.enqueue_skew_stuck
         d.summary = (
             f"{w.ranks_phrase(behind, capital=True)} enqueued {coll} of {w.pg_name(a.pg)} like the others but never got "
@@ -397,7 +388,7 @@ def _desync(ctx: Context) -> Draft | None:
     simply never issued an extra collective the reporter ran: the minority side is the culprit.
     """
     rows = ctx.ev.filter(
-        (pl.col("signal") == "desync_report") & pl.col("lagging_ranks").is_not_null()
+        (pl.col("signal") == Signal.DESYNC_REPORT) & pl.col("lagging_ranks").is_not_null()
     ).to_dicts()
     lagging: set[int] = set()
     not_joined: set[int] = set()
@@ -415,7 +406,7 @@ def _desync(ctx: Context) -> Draft | None:
         lagging = not_joined
     if lagging:
         ranks_l = sorted(lagging)
-        d = Draft(category="straggler_hang", culprits=tuple(ranks_l), kind="desync")
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(ranks_l), kind="desync")
         d.score = S.desync_lagging
         d.summary = f"The desync report names {w.ranks_phrase(ranks_l)} as the lagging {'rank' if len(ranks_l) == 1 else 'ranks'}."
         d.rules_in.append(
@@ -424,7 +415,7 @@ def _desync(ctx: Context) -> Draft | None:
         )
     elif joined and not_joined and len(joined) < len(not_joined):
         ranks_j = sorted(joined)
-        d = Draft(category="collective_mismatch", culprits=tuple(ranks_j), kind="lone_reporter")
+        d = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=tuple(ranks_j), kind="lone_reporter")
         d.score = S.desync_joiner
         d.summary = (
             f"{w.ranks_phrase(ranks_j, capital=True)} entered a collective that {w.ranks_phrase(not_joined)} never joined: "
@@ -448,7 +439,7 @@ def _heartbeat(ctx: Context) -> Draft | None:
     stuck = sorted(r for r, st in ctx.states.items() if st.heartbeat)
     if not stuck or len(stuck) * 2 > max(len(set(ctx.seen) | set(ctx.world)), 1):
         return None
-    d = Draft(category="straggler_hang", culprits=tuple(stuck), kind="heartbeat")
+    d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(stuck), kind="heartbeat")
     d.score = S.heartbeat_stuck
     d.summary = (
         f"{w.ranks_phrase(stuck, capital=True)} stopped making progress: "
@@ -491,7 +482,7 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
         and (not a.membership_known or n >= len(a.expected))
     )
     if first:
-        d = Draft(category="init_failure", culprits=(), kind="nobody")
+        d = Draft(category=Category.INIT_FAILURE, culprits=(), kind="nobody")
         d.score = S.nobody_first_collective
         d.summary = (
             f"The first collective of {w.pg_name(a.pg)} ({coll}) never completed on any rank: every rank entered it "
@@ -506,13 +497,9 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
             "between the GPUs or nodes (P2P/NVLink, NIC, fabric) is the suspect, not a rank."
         )
         d.evidence = [evidence(r) for r in _timeout_rows(a, 4)]
-        d.remediation = [
-            "Run nccl-tests (all_reduce_perf) on the same nodes with NCCL_DEBUG=INFO to see which transport hangs; "
-            "try NCCL_P2P_DISABLE=1 / NCCL_IB_DISABLE=1 one at a time to isolate it.",
-            "Check the node: nvidia-fabricmanager running (NVSwitch systems), driver/CUDA/NCCL versions, ACS/IOMMU.",
-        ]
+        d.remediation = steps("first_collective", ctx.versions)
         return d
-    d = Draft(category="straggler_hang", culprits=(), kind="nobody")
+    d = Draft(category=Category.STRAGGLER_HANG, culprits=(), kind="nobody")
     d.score = S.nobody_everyone
     who = (
         w.ranks_phrase(a.reporters, capital=True)

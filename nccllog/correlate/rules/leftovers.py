@@ -7,17 +7,20 @@ import polars as pl
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
 from nccllog.correlate.rules.scores import S
+from nccllog.vocab import Severity, Signal
 
 
 def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
     """Errors no other rule explained: their pattern's category, low confidence."""
     rows = ctx.ev.filter(
-        pl.col("severity").is_in(["error", "critical"])
+        pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
         & pl.col("category").is_not_null()
         & ~pl.col("category").is_in(list(covered))
     )
     rows = rows.filter(
-        ~pl.col("signal").is_in(["collective_timeout", "work_status", "root_cause", "process_exit"])
+        ~pl.col("signal").is_in(
+            [Signal.COLLECTIVE_TIMEOUT, Signal.WORK_STATUS, Signal.ROOT_CAUSE, Signal.PROCESS_EXIT]
+        )
     )
     drafts = []
     for cat, sub in rows.group_by("category", maintain_order=True):

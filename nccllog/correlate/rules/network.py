@@ -11,8 +11,10 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import failure_order
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
+from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _bare, _failure_text, _net_detail
+from nccllog.vocab import Category, Signal
 
 
 def network(ctx: Context) -> list[Draft]:
@@ -26,12 +28,12 @@ def network(ctx: Context) -> list[Draft]:
       use it at all (P2P/SHM disabled or broken), which is a topology/config problem.
     """
     rows = ctx.ev.filter(
-        pl.col("signal").is_in(["network_ib", "network_socket"]) & (pl.col("_fw") > 0)
+        pl.col("signal").is_in([Signal.NETWORK_IB, Signal.NETWORK_SOCKET]) & (pl.col("_fw") > 0)
     ).to_dicts()
     if not rows:
         return []
-    ib = any(r["signal"] == "network_ib" for r in rows)
-    category = "network_ib" if ib else "network_socket"
+    ib = any(r["signal"] == Signal.NETWORK_IB for r in rows)
+    category = Category.NETWORK_IB if ib else Category.NETWORK_SOCKET
     edges: list[tuple[str | None, str, dict[str, Any]]] = []
     intra: list[dict[str, Any]] = []
     local: dict[str, list[dict[str, Any]]] = defaultdict(list)
@@ -222,7 +224,7 @@ RESTRICTIVE_ENV = {
 
 def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:
     hosts = sorted({r["host"] for r in intra if r.get("host")})
-    d = Draft(category="p2p_topology", culprits=(), kind="p2p")
+    d = Draft(category=Category.P2P_TOPOLOGY, culprits=(), kind="p2p")
     d.score = S.network_intra_node
     env = ctx.ev.filter(pl.col("env_var").is_in(list(RESTRICTIVE_ENV)))
     bad = sorted(
@@ -246,8 +248,5 @@ def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:
         d.evidence.extend(evidence(r) for r in env.head(3).to_dicts())
     d.rules_out.append("No remote host is involved, so neither a remote peer nor the fabric can be at fault.")
     d.evidence = [evidence(r) for r in _first(intra, 4)] + d.evidence
-    d.remediation = [
-        "Unset NCCL_P2P_DISABLE / NCCL_P2P_LEVEL / NCCL_SHM_DISABLE unless a measured problem requires them.",
-        "Check the GPU topology (nvidia-smi topo -m) and, on PCIe systems, ACS/IOMMU settings that break P2P.",
-    ]
+    d.remediation = steps("intra_node", ctx.versions)
     return d

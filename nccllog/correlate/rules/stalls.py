@@ -5,21 +5,22 @@ from __future__ import annotations
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.rules.base import COLLECT_NEXT_TIME, Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, collect_next_time, evidence
 from nccllog.correlate.rules.scores import S
+from nccllog.vocab import Category, Signal
 
 
 def driver_hang(ctx: Context) -> list[Draft]:
     """The GPU driver stopped answering on a host (a process asleep inside the driver, nvidia-smi
     failing): ranks that waited there were waiting on the driver, not on another rank. A cause,
     even when it was only observed after the timeouts: a process cannot leave such a state."""
-    rows = ctx.ev.filter(pl.col("signal") == "driver_hang")
+    rows = ctx.ev.filter(pl.col("signal") == Signal.DRIVER_HANG)
     if rows.height == 0:
         return []
     found = rows.to_dicts()
     first = _first(found, 3)
     hosts = tuple(sorted({r["host"] for r in found if r.get("host")}))
-    d = Draft(category="gpu_hardware_xid", culprits=(), hosts=hosts, kind="driver_hang")
+    d = Draft(category=Category.GPU_HARDWARE_XID, culprits=(), hosts=hosts, kind="driver_hang")
     d.score = S.stall_driver_hang
     where = f" on {', '.join(hosts)}" if hosts else ""
     d.summary = (
@@ -42,18 +43,18 @@ def stalls(ctx: Context) -> list[Draft]:
     if ctx.main is not None:
         return []
     stalled = sorted(r for r, st in ctx.states.items() if st.stalls)
-    rows = ctx.ev.filter(pl.col("signal") == "stall")
+    rows = ctx.ev.filter(pl.col("signal") == Signal.STALL)
     total = int(rows["repeat"].sum()) if rows.height else 0
     if not rows.height:
         return []
     if stalled and len(stalled) * 2 <= len(ctx.seen) and total <= len(stalled):
-        d = Draft(category="straggler_hang", culprits=tuple(stalled), kind="stall_subset")
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(stalled), kind="stall_subset")
         d.score = S.stall_subset
         d.summary = f"{w.ranks_phrase(stalled, capital=True)} stopped making progress while the other ranks did not report a stall."
         d.rules_in.append(f"Stall lines come from {w.ranks_phrase(stalled)} only.")
         d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)]
         return [d]
-    d = Draft(category="other", culprits=(), kind="stall_all")
+    d = Draft(category=Category.OTHER, culprits=(), kind="stall_all")
     d.score = S.stall_all
     d.summary = (
         "The workers all waited without progress and no collective timed out: no rank is behind the others, so the "
@@ -68,5 +69,5 @@ def stalls(ctx: Context) -> list[Draft]:
         "here nobody reached a collective to wait in."
     )
     d.evidence = [evidence(r) for r in _first(rows.to_dicts(), 4)]
-    d.collect.extend(COLLECT_NEXT_TIME)
+    d.collect.extend(collect_next_time(ctx))
     return [d]

@@ -10,7 +10,6 @@ import regex
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import (
-    COLLECT_NEXT_TIME,
     Context,
     Draft,
     _first,
@@ -18,19 +17,21 @@ from nccllog.correlate.rules.base import (
     evidence,
     failure_lines,
 )
+from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
+from nccllog.vocab import Category, Severity, Signal
 
 
 def bootstrap(ctx: Context) -> list[Draft]:
     """Store/rendezvous timeouts: who was waited for."""
-    rows = ctx.ev.filter((pl.col("signal") == "store_timeout") & (pl.col("_fw") > 0)).to_dicts()
+    rows = ctx.ev.filter((pl.col("signal") == Signal.STORE_TIMEOUT) & (pl.col("_fw") > 0)).to_dicts()
     if not rows:
         return []
     named: Counter[int] = Counter()
     for r in rows:
         if (t := _awaited_rank(r)) is not None:
             named[t] += 1
-    d = Draft(category="bootstrap_rendezvous", culprits=(), kind="bootstrap")
+    d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="bootstrap")
     d.evidence = [evidence(r) for r in _first(rows, 4)]
     d.remediation = _remediation(ctx.library, rows[:3])
     writers = sorted({r["rank"] for r in rows if r["rank"] is not None})
@@ -140,7 +141,7 @@ def versions(ctx: Context) -> list[Draft]:
         groups = sorted(by_v.items(), key=lambda kv: (-len(kv[1]), kv[0]))
         odd = sorted(r for _, rs in groups[1:] for r in rs)
         d = Draft(
-            category="version_mismatch",
+            category=Category.VERSION_MISMATCH,
             culprits=tuple(odd) if len(odd) < len(groups[0][1]) else (),
             kind="version",
         )
@@ -159,16 +160,16 @@ def _system_version(ctx: Context) -> list[Draft]:
     fabric manager of an NVSwitch node): the GPUs of that host cannot carry collectives, so every
     rank there waits in the first one. A cause, not a rank fault."""
     rows = ctx.ev.filter(
-        (pl.col("signal") == "version")
-        & (pl.col("category") == "version_mismatch")
-        & pl.col("severity").is_in(["error", "critical"])
+        (pl.col("signal") == Signal.VERSION)
+        & (pl.col("category") == Category.VERSION_MISMATCH)
+        & pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
     )
     if rows.height == 0:
         return []
     first = _first(rows.to_dicts(), 3)
     hosts = sorted({r["host"] for r in rows.to_dicts() if r.get("host")})
     lead = first[0]
-    d = Draft(category="version_mismatch", culprits=(), hosts=tuple(hosts), kind="system_version")
+    d = Draft(category=Category.VERSION_MISMATCH, culprits=(), hosts=tuple(hosts), kind="system_version")
     # Above the generic failure reading of the same line: this one says what the service is for.
     d.score = S.version_system
     where = f" on {', '.join(hosts)}" if hosts else ""
@@ -234,18 +235,19 @@ def startup_hang(ctx: Context) -> list[Draft]:
     if any(f.weight >= S.weight_cause for f in ctx.unattributed):
         return []
     ev = ctx.ev
-    exits = ev.filter(pl.col("signal") == "process_exit")
+    exits = ev.filter(pl.col("signal") == Signal.PROCESS_EXIT)
     words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
     stopped = exits.filter(words.str.contains_any(list(STOP_WORDS))).to_dicts()
-    stalls = ev.filter(pl.col("signal") == "stall").to_dicts()
+    stalls = ev.filter(pl.col("signal") == Signal.STALL).to_dicts()
     if not stopped and not stalls:
         return []
     if ev.filter(
-        (pl.col("signal") == "progress") & (pl.col("op_count").is_not_null() | pl.col("step").is_not_null())
+        (pl.col("signal") == Signal.PROGRESS)
+        & (pl.col("op_count").is_not_null() | pl.col("step").is_not_null())
     ).height:
         return []
-    init = ev.filter(pl.col("signal") == "init")
-    boot = ev.filter(pl.col("signal") == "bootstrap")
+    init = ev.filter(pl.col("signal") == Signal.INIT)
+    boot = ev.filter(pl.col("signal") == Signal.BOOTSTRAP)
     complete = init.filter(
         pl.col("phase").fill_null("").str.contains("COMPLETE")
         | pl.col("message").str.contains("Init COMPLETE")
@@ -253,7 +255,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
     stop_ev = [evidence(r) for r in _first(stopped or stalls, 2)]
     env = _rendezvous_env(ctx)
     if init.height == 0 and boot.height == 0:
-        d = Draft(category="bootstrap_rendezvous", culprits=(), kind="startup")
+        d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="startup")
         d.score = S.startup_rendezvous
         d.summary = (
             "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
@@ -269,11 +271,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
             "No rank crashed or reported an error, so nothing but the rendezvous explains the wait."
         )
         d.evidence = stop_ev
-        d.remediation = [
-            "Give every node the same MASTER_ADDR (the first node's routable address, not localhost) and the same "
-            "MASTER_PORT; under Slurm derive them from SLURM_NODELIST / SLURM_JOB_ID on every node alike.",
-            "Set TORCH_DISTRIBUTED_DEBUG=INFO and TORCH_CPP_LOG_LEVEL=INFO to see the store connection attempts.",
-        ]
+        d.remediation = steps("rendezvous", ctx.versions)
         return [d]
     ranks_init = {r for r in init["rank"].to_list() if r is not None}
     ranks_done = {r for r in complete["rank"].to_list() if r is not None}
@@ -294,7 +292,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
                     if (m := VIRTUAL_IFACE.search(t))
                 }
             )
-            d = Draft(category="network_socket", culprits=(), kind="startup")
+            d = Draft(category=Category.NETWORK_SOCKET, culprits=(), kind="startup")
             d.score = S.startup_virtual_iface
             d.summary = (
                 f"NCCL's communicator setup hung on every rank after it picked up the virtual interface(s) "
@@ -307,19 +305,19 @@ def startup_hang(ctx: Context) -> list[Draft]:
                 "No communicator finished init, and the job was stopped from outside without any error."
             )
             d.evidence = [evidence(r) for r in virtual.head(2).to_dicts()] + stop_ev
-            d.remediation = [
-                "Pin NCCL to the real interface(s): NCCL_SOCKET_IFNAME=eth0 (or =^veth,docker,lo to exclude).",
-            ]
+            d.remediation = steps("virtual_iface", ctx.versions)
             return [d]
-        d = Draft(category="network_socket" if socket else "init_failure", culprits=(), kind="startup")
+        d = Draft(
+            category=Category.NETWORK_SOCKET if socket else Category.INIT_FAILURE, culprits=(), kind="startup"
+        )
         d.score = S.startup_init_hang
         d.summary = "NCCL communicator init never completed on any rank; the job was stopped while the ranks waited in it."
         d.rules_in.append("NCCL bootstrap lines but no 'Init COMPLETE', no error, and an external stop.")
         d.evidence = stop_ev
-        d.collect.extend(COLLECT_NEXT_TIME[2:])
+        d.collect.extend(steps("collect_logs", ctx.versions))
         return [d]
     p2p = init.filter(pl.col("message").str.contains("via P2P")).height > 0
-    d = Draft(category="p2p_topology" if p2p else "straggler_hang", culprits=(), kind="startup")
+    d = Draft(category=Category.P2P_TOPOLOGY if p2p else Category.STRAGGLER_HANG, culprits=(), kind="startup")
     d.score = S.startup_p2p if p2p else S.startup_idle
     d.summary = (
         "Every communicator finished init over P2P and then nothing moved until the job was stopped: the first "
@@ -337,7 +335,8 @@ def startup_hang(ctx: Context) -> list[Draft]:
         # peer path (ACS, IOMMU) is the usual reason P2P connects and then never moves data.
         switch = init.filter(pl.col("path_type").fill_null("").str.contains(r"\bPIX\b|\bPXB\b"))
         p2p_env = ev.filter(
-            (pl.col("signal") == "env_setting") & pl.col("env_var").fill_null("").str.starts_with("NCCL_P2P")
+            (pl.col("signal") == Signal.ENV_SETTING)
+            & pl.col("env_var").fill_null("").str.starts_with("NCCL_P2P")
         )
         if switch.height:
             d.score += S.startup_pcie_switch
@@ -352,10 +351,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
                 + ", ".join(sorted({f"{r['env_var']}={r['env_value']}" for r in p2p_env.to_dicts()}))[:200]
                 + "."
             )
-        d.remediation = [
-            "Test with NCCL_P2P_DISABLE=1: if it then runs, the P2P path is broken (PCIe ACS / IOMMU redirecting "
-            "peer traffic); disable ACS on the PCIe switches or set iommu=pt.",
-        ]
+        d.remediation = steps("p2p_path", ctx.versions)
     return [d]
 
 

@@ -13,12 +13,14 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.frame import DEFAULT_PG
 from nccllog.correlate.orphans import progress_by_elimination
-from nccllog.correlate.rules.base import Context, Draft, _active_after, _reporters_text, evidence
 
 # Words of long rank-local phases (checkpointing, evaluation, data preparation) in log messages.
 # A sub-step a phase line reports as this long (seconds) shows a rank busy with long work.
+from nccllog.correlate.rules import remedies
+from nccllog.correlate.rules.base import Context, Draft, _active_after, _reporters_text, evidence
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _progress_text
+from nccllog.vocab import Category, Signal
 
 PHASE_WORDS = (
     "checkpoint",
@@ -70,7 +72,7 @@ def _phase_rows(ctx: Context, ranks: Iterable[int], since: datetime | None) -> l
 
 def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     """For a straggler: was it hung, or doing legitimate long work the timeout did not allow for?"""
-    if d.category != "straggler_hang":
+    if d.category != Category.STRAGGLER_HANG:
         return [d]
     start = a.wait_start or a.first_time
     culprits = list(d.culprits)
@@ -123,7 +125,9 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
         if t.primary and t.elapsed_ms is not None and t.timeout_ms
     ]
     on_time = bool(over) and max(over) < S.config_on_time_margin
-    cfg = Draft(category="config_timeout_too_short", culprits=tuple(culprits), hosts=d.hosts, kind="config")
+    cfg = Draft(
+        category=Category.CONFIG_TIMEOUT_TOO_SHORT, culprits=tuple(culprits), hosts=d.hosts, kind="config"
+    )
     cfg.score = (
         S.config_base
         + (S.config_working if working else 0.0)
@@ -189,13 +193,7 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
             "Every watchdog fired within 1% of the timeout: the wait ended by the clock, not by an error."
         )
     cfg.evidence.extend(e for e in d.evidence if e not in cfg.evidence)
-    cfg.remediation = [
-        "Raise the process-group timeout for this step: init_process_group(timeout=datetime.timedelta(...)) "
-        "and new_group(timeout=...) for subgroups (accelerate InitProcessGroupKwargs(timeout=...), "
-        "verl actor_rollout_ref.nccl_timeout); NCCL_TIMEOUT is read by neither NCCL nor PyTorch.",
-        "Or spread the long rank-local work (evaluation, checkpoint gathering, preprocessing) over all ranks, "
-        "or run it before the process group is created.",
-    ]
+    cfg.remediation = remedies.steps("config_timeout", ctx.versions)
     # How the straggler reading fares against it.
     if alive or lines or sub:
         d.score -= S.config_straggler_working if working or sub else S.config_straggler_quiet
@@ -245,7 +243,7 @@ def _names_phase(row: dict[str, Any]) -> bool:
 def _long_step(row: dict[str, Any], loop_s: float | None, step_s: float | None) -> bool:
     """A progress row showing long work: a loop not done after ``loop_s`` seconds (a bar's elapsed
     time), or a sub-step that took ``step_s`` seconds or more (faiss iterations, "took 118 secs")."""
-    if row.get("signal") != "progress":
+    if row.get("signal") != Signal.PROGRESS:
         return False
     secs, elapsed = row.get("seconds"), row.get("elapsed_s")
     long_loop = loop_s is not None and elapsed is not None and elapsed >= loop_s and not _complete(row)
@@ -285,7 +283,8 @@ def _job_timeout(ctx: Context, a: Aligned) -> int | None:
         t.timeout_ms for b in ctx.aligned if b.pg != a.pg for t in b.reports if t.timeout_ms and t.pg != a.pg
     ]
     cfg = ctx.ev.filter(
-        pl.col("timeout_ms").is_not_null() & ~pl.col("signal").is_in(["collective_timeout", "work_status"])
+        pl.col("timeout_ms").is_not_null()
+        & ~pl.col("signal").is_in([Signal.COLLECTIVE_TIMEOUT, Signal.WORK_STATUS])
     )
     default = cfg.filter(pl.col("pgk").fill_null(DEFAULT_PG) == DEFAULT_PG)["timeout_ms"].to_list()
     if a.pg != DEFAULT_PG and default:

@@ -8,9 +8,10 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.rules.base import HOST_CAUSES, Context, Draft, _host, _hosts_seen, evidence
+from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence
 from nccllog.correlate.rules.scores import S
 from nccllog.model import Evidence, Hypothesis
+from nccllog.vocab import HOST_CAUSES, Category, Confidence, Signal
 
 CAUSE_KINDS = (
     "failstop",
@@ -64,7 +65,7 @@ def reconcile(ctx: Context, drafts: list[Draft]) -> None:
 
 
 # Failures a broken GPU or its link produces in the process using it.
-HARDWARE_CONSEQUENCES = ("oom", "cuda_error", "segfault_crash", "other")
+HARDWARE_CONSEQUENCES = (Category.OOM, Category.CUDA_ERROR, Category.SEGFAULT_CRASH, Category.OTHER)
 
 
 def _hardware_first(ctx: Context, drafts: list[Draft]) -> None:
@@ -103,7 +104,7 @@ def root_causes(ctx: Context) -> list[dict[str, Any]]:
 
     The block is one line per field; the entry after a ``Root Cause`` header line is the root.
     """
-    rows = ctx.ev.filter(pl.col("signal") == "root_cause").sort("_i").to_dicts()
+    rows = ctx.ev.filter(pl.col("signal") == Signal.ROOT_CAUSE).sort("_i").to_dicts()
     out: list[dict[str, Any]] = []
     pending = False
     current: dict[str, Any] | None = None
@@ -183,26 +184,26 @@ def ranked(drafts: list[Draft]) -> list[Hypothesis]:
     return [_hypothesis(d) for d in drafts]
 
 
-def confidence(score: float) -> str:
+def confidence(score: float) -> Confidence:
     """Score -> high / medium / low."""
     if score >= S.confidence_strong:
-        return "high"
+        return Confidence.HIGH
     if score >= S.confidence_medium:
-        return "medium"
-    return "low"
+        return Confidence.MEDIUM
+    return Confidence.LOW
 
 
 def _hypothesis(d: Draft) -> Hypothesis:
     conf = confidence(d.score - d.penalty)
     rules_out = list(d.rules_out) + [f"Confidence lowered: {why}." for why in d.penalty_why]
-    if conf == "high" and d.ceiling_why:
-        conf = "medium"
+    if conf == Confidence.HIGH and d.ceiling_why:
+        conf = Confidence.MEDIUM
         rules_out.append(f"Confidence held at medium: {d.ceiling_why}.")
     return Hypothesis(
         category=d.category,
         culprit_ranks=tuple(sorted(d.culprits)),
         culprit_hosts=tuple(sorted(d.hosts)),
-        confidence=conf,  # type: ignore[arg-type]
+        confidence=conf,
         summary=d.summary,
         score=round(max(0.0, min(1.0, d.score)), 4),
         evidence=tuple(_culprits_first(_dedupe(d.evidence), d))[:12],

@@ -9,6 +9,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import Failure
 from nccllog.correlate.rules.base import Context
 from nccllog.correlate.rules.scores import S
+from nccllog.vocab import Category, Signal
 
 
 def _sig_size(sig: tuple[Any, ...]) -> str:
@@ -61,52 +62,52 @@ def _failure_clause(f: Failure, who: str) -> str:
     """``"Rank 5 ran out of GPU memory (tried to allocate 7.83 GiB)"`` and the like."""
     r = f.row
     plural = who.startswith("Ranks ")
-    if f.signal == "oom":
+    if f.signal == Signal.OOM:
         size = f" (tried to allocate {r['size']})" if r.get("size") else ""
         text = r.get("message") or ""
         gpu = "CUDA" in text or r.get("gpu") is not None
         kind = "GPU memory" if gpu else "host memory"
         return f"{who} ran out of {kind}{size}"
-    if f.signal == "cuda_error":
+    if f.signal == Signal.CUDA_ERROR:
         return f"{who} hit a CUDA error ({r.get('error') or 'see the evidence'})"
-    if f.signal == "xid" and r.get("xid") is not None:
+    if f.signal == Signal.XID and r.get("xid") is not None:
         name = XID_NAMES.get(int(r["xid"]), "")
         gpus = (
             f"the GPU{'s' if plural else ''} of {who[0].lower() + who[1:]}" if who.startswith("Rank") else who
         )
         return f"{gpus[0].upper() + gpus[1:]} logged Xid {r['xid']}{' (' + name + ')' if name else ''}"
-    if f.signal == "duplicate_gpu":
+    if f.signal == Signal.DUPLICATE_GPU:
         bus = f" (bus {r['bus_id']})" if r.get("bus_id") else ""
         return f"{who} were placed on the same GPU{bus}, so NCCL refused to set up the communicator"
-    if f.category == "segfault_crash":
+    if f.category == Category.SEGFAULT_CRASH:
         sig = r.get("signal_name") or ("SIGSEGV" if r.get("exitcode") in (-11, 139) else None)
         code = f" (exit code {r['exitcode']})" if r.get("exitcode") is not None else ""
         return f"{who} crashed with {sig or 'a fatal signal'}{code}"
-    if f.signal == "python_exception":
+    if f.signal == Signal.PYTHON_EXCEPTION:
         name = r.get("error_name") or "an exception"
         err = r.get("error")
         return f"{who} raised {name}" + (f": {str(err)[:120]}" if err and err != name else "")
-    if f.signal == "actor_died":
+    if f.signal == Signal.ACTOR_DIED:
         return f"{who} lost {'their' if plural else 'its'} Ray worker" + (
             f" ({r['error']})" if r.get("error") else ""
         )
-    if f.signal in ("process_exit", "root_cause") and r.get("exitcode") is not None:
+    if f.signal in (Signal.PROCESS_EXIT, Signal.ROOT_CAUSE) and r.get("exitcode") is not None:
         return f"{who} exited with code {r['exitcode']}"
     return f"{who} failed: {_failure_text(f)}"
 
 
 def _failure_text(f: Failure) -> str:
     r = f.row
-    if f.signal == "xid" and r.get("xid") is not None:
+    if f.signal == Signal.XID and r.get("xid") is not None:
         return f"Xid {r['xid']}" + (f" on GPU {r['pci']}" if r.get("pci") else "")
-    if f.signal == "oom":
+    if f.signal == Signal.OOM:
         size = f" (tried to allocate {r['size']})" if r.get("size") else ""
         return (
             f"CUDA out of memory{size}"
             if "CUDA" in (r.get("message") or "") or r.get("gpu") is not None
             else f"out of memory{size}"
         )
-    if f.signal == "process_exit" and r.get("exitcode") is not None:
+    if f.signal == Signal.PROCESS_EXIT and r.get("exitcode") is not None:
         return f"exit code {r['exitcode']}"
     for k in ("error_name", "error", "signal_name"):
         if r.get(k):
@@ -130,7 +131,7 @@ def _cascade(ctx: Context, culprits: Sequence[int], lead: Failure) -> str:
     stopped = sorted(
         r
         for r, st in ctx.states.items()
-        if r not in culprits and any(f.signal == "process_exit" for f in st.failures)
+        if r not in culprits and any(f.signal == Signal.PROCESS_EXIT for f in st.failures)
     )
     if stopped:
         return f"{w.others_phrase(stopped, ctx.world_size)} {'was' if len(stopped) == 1 else 'were'} then stopped"
