@@ -10,6 +10,11 @@ from nccllog.correlate.rules.scores import S
 from nccllog.vocab import Category, Signal
 
 
+def rule(ctx: Context) -> list[Draft]:
+    """Waits outside the collectives: a GPU driver that stopped answering, stalls without a watchdog."""
+    return driver_hang(ctx) + stalls(ctx)
+
+
 def driver_hang(ctx: Context) -> list[Draft]:
     """The GPU driver stopped answering on a host (a process asleep inside the driver, nvidia-smi
     failing): ranks that waited there were waiting on the driver, not on another rank. A cause,

@@ -22,6 +22,11 @@ from nccllog.correlate.rules.scores import S
 from nccllog.vocab import Category, Severity, Signal
 
 
+def rule(ctx: Context) -> list[Draft]:
+    """Start-up: who the rendezvous waited for, version splits, a job stopped before its first collective."""
+    return bootstrap(ctx) + versions(ctx) + startup_hang(ctx)
+
+
 def bootstrap(ctx: Context) -> list[Draft]:
     """Store/rendezvous timeouts: who was waited for."""
     rows = ctx.ev.filter((pl.col("signal") == Signal.STORE_TIMEOUT) & (pl.col("_fw") > 0)).to_dicts()
