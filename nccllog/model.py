@@ -8,37 +8,22 @@ plus one column per field declared by the pattern library.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Any, Literal
+from typing import Any
 
 import polars as pl
 
+from nccllog import vocab
+
 SCHEMA_VERSION = 1
 
-Confidence = Literal["high", "medium", "low"]
-Severity = Literal["info", "warning", "error", "critical"]
+Confidence = vocab.Confidence
+Severity = vocab.Severity
 
-SEVERITIES: tuple[str, ...] = ("info", "warning", "error", "critical")
-CONFIDENCES: tuple[str, ...] = ("low", "medium", "high")
+SEVERITIES: tuple[str, ...] = tuple(s.value for s in vocab.Severity)
+CONFIDENCES: tuple[str, ...] = tuple(c.value for c in vocab.Confidence)
 
 # The verdict vocabulary of the JSON contract (schema_version 1). Never rename.
-CATEGORIES: tuple[str, ...] = (
-    "straggler_hang",
-    "collective_mismatch",
-    "network_ib",
-    "network_socket",
-    "bootstrap_rendezvous",
-    "cuda_error",
-    "oom",
-    "segfault_crash",
-    "gpu_hardware_xid",
-    "p2p_topology",
-    "config_timeout_too_short",
-    "version_mismatch",
-    "init_failure",
-    "other",
-    "no_failure",
-    "unknown",
-)
+CATEGORIES: tuple[str, ...] = tuple(c.value for c in vocab.Category)
 
 # Columns every events table has, in this order; pattern fields follow, sorted by name.
 EVENT_BASE_COLUMNS: dict[str, Any] = {
@@ -76,6 +61,15 @@ class Evidence:
 
 
 @dataclass(frozen=True)
+class CollectiveRef:
+    """The collective a hypothesis is about: its process group, sequence number and operation."""
+
+    pg: str
+    seq: int | None = None
+    op: str | None = None
+
+
+@dataclass(frozen=True)
 class Hypothesis:
     """A candidate explanation: a category, the culprits, the evidence, and how sure we are."""
 
@@ -90,6 +84,7 @@ class Hypothesis:
     rules_out: tuple[str, ...] = ()  # why the alternatives are less likely
     remediation: tuple[str, ...] = ()
     collect_next_time: tuple[str, ...] = ()
+    collective: CollectiveRef | None = None  # the collective the ranks hung in, where known
 
 
 @dataclass(frozen=True)

@@ -6,7 +6,7 @@ Order of work (each step a function of the previous one's table):
    (``network.build``), the rank each failure line is about (``subject_ranks``).
 3. host clock offsets from sync points, corrected times (``timeline``).
 4. watchdog timeouts aligned per (group, seq) (``collectives``), per-rank metrics (``rank_states``).
-5. every rule of ``hypotheses`` proposes causes; the best-scored one is the verdict, ``unknown``
+5. every rule of the ``rules`` package proposes causes; the best-scored one is the verdict, ``unknown``
    when nothing separates them, ``no_failure`` when nothing failed.
 """
 
@@ -18,7 +18,6 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
-from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
@@ -31,13 +30,16 @@ from nccllog.correlate.ranks_state import (
     subject_ranks,
     unattributed_failures,
 )
+from nccllog.correlate.rules import failstop, hangs, leftovers, remedies, stalls, startup, verdict
+from nccllog.correlate.rules import network as network_rules
+from nccllog.correlate.rules.base import Context, Draft, collect_next_time, evidence
+from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
-from nccllog.model import Confidence, Coverage, Finding, Hypothesis, Incident, RankInfo
+from nccllog.model import Coverage, Finding, Hypothesis, Incident, RankInfo
+from nccllog.vocab import Category, Confidence, Severity, Signal
 
-_FINDING_SEVERITIES = ("warning", "error", "critical")
-UNKNOWN_BELOW = 0.3
+_FINDING_SEVERITIES = (Severity.WARNING, Severity.ERROR, Severity.CRITICAL)
 WEAK_WORLD_EVIDENCE = ("highest rank seen", "highest Slurm task id (one task per rank)")
-TIE = 0.01
 
 
 def findings_from_events(events: pl.DataFrame, library: Library) -> tuple[Finding, ...]:
@@ -70,7 +72,7 @@ def finding(
         host=row["host"],
         time=t.isoformat() if t is not None else None,
         fields=fields,
-        severity=row["severity"] or "info",
+        severity=row["severity"] or Severity.INFO,
         text=row["text"],
         signal=row["signal"] or "",
     )
@@ -112,7 +114,7 @@ def diagnose(
             missing = tuple(r for r in world if r not in seen_set)
             aligned = align(timeouts, world, members)
     states = rank_states(ev, timeouts, world, book)
-    ctx = hy.Context(
+    ctx = Context(
         ev=ev,
         states=states,
         world=world,
@@ -125,35 +127,33 @@ def diagnose(
         coverage=coverage,
         unattributed=unattributed_failures(ev),
         world_known=world_size is not None and why not in WEAK_WORLD_EVIDENCE,
+        versions=remedies.shown_versions(ev),
     )
-    drafts: list[hy.Draft] = []
+    drafts: list[Draft] = []
     for rule in (
-        hy.hang,
-        hy.failstop,
-        hy.network,
-        hy.bootstrap,
-        hy.versions,
-        hy.driver_hang,
+        hangs.hang,
+        failstop.failstop,
+        network_rules.network,
+        startup.rule,
+        stalls.rule,
         opcounts.coll_alignment,
         flight.rule,
         stacks.rule,
         ras.rule,
-        hy.stalls,
-        hy.startup_hang,
         setup.setup_evidence,
         results.result_chains,
     ):
         drafts.extend(rule(ctx))
-    drafts.extend(hy.leftovers(ctx, {d.category for d in drafts}))
-    hy.reconcile(ctx, drafts)
-    hy.finish(ctx, drafts)
+    drafts.extend(leftovers.leftovers(ctx, {d.category for d in drafts}))
+    verdict.reconcile(ctx, drafts)
+    verdict.finish(ctx, drafts)
     earned.hold_unearned(ctx, drafts)
-    hypotheses = hy.ranked(drafts)
-    verdict = _choose(ctx, hypotheses)
-    if not hypotheses or verdict is not hypotheses[0]:
-        hypotheses = [verdict, *hypotheses]
+    hypotheses = verdict.ranked(drafts)
+    chosen = _choose(ctx, hypotheses)
+    if not hypotheses or chosen is not hypotheses[0]:
+        hypotheses = [chosen, *hypotheses]
     return Incident(
-        verdict=verdict,
+        verdict=chosen,
         hypotheses=tuple(hypotheses),
         world_size=world_size,
         ranks_seen=seen,
@@ -170,12 +170,13 @@ def diagnose(
     )
 
 
-def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
+def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
     """The verdict: the best hypothesis, ``no_failure`` (on positive evidence only), or ``unknown``."""
     # NCCL's error trace is printed at INFO, but only on failure.
     failed = (
         ctx.ev.filter(
-            pl.col("severity").is_in(["error", "critical"]) | (pl.col("signal") == "nccl_result")
+            pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
+            | (pl.col("signal") == Signal.NCCL_RESULT)
         ).height
         > 0
     )
@@ -184,27 +185,28 @@ def _choose(ctx: hy.Context, hyps: list[Hypothesis]) -> Hypothesis:
             return _unknown(ctx, hyps, "the logs show errors that no rule could place")
         return _no_failure(ctx)
     best = hyps[0]
-    if best.score < UNKNOWN_BELOW:
+    if best.score < S.confidence_unknown_below:
         return _unknown(ctx, hyps, "the evidence for every explanation is weak")
     if len(hyps) > 1:
         second = hyps[1]
         if (
-            best.score - second.score < TIE
+            best.score - second.score < S.confidence_tie
             and second.category != best.category
             and second.culprit_ranks != best.culprit_ranks
-            and {best.category, second.category} != {"straggler_hang", "config_timeout_too_short"}
+            and {best.category, second.category}
+            != {Category.STRAGGLER_HANG, Category.CONFIG_TIMEOUT_TOO_SHORT}
         ):
             return _unknown(ctx, hyps, "two explanations fit the logs equally well")
     return best
 
 
-def _no_failure(ctx: hy.Context) -> Hypothesis:
+def _no_failure(ctx: Context) -> Hypothesis:
     """Nothing failed. That is an answer only with positive evidence: the run's own end (teardown,
     a finished agent, the script's last line) or, for a paste of warnings, the warnings themselves
     (none of which is an error). A log that merely stops is what a silent hang leaves: ``unknown``."""
     n = len(ctx.seen)
-    finished = ctx.ev.filter(pl.col("signal") == "completion")
-    warned = ctx.ev.filter(pl.col("severity") == "warning").height > 0
+    finished = ctx.ev.filter(pl.col("signal") == Signal.COMPLETION)
+    warned = ctx.ev.filter(pl.col("severity") == Severity.WARNING).height > 0
     if not finished.height and not warned:
         return _unknown(
             ctx,
@@ -217,13 +219,13 @@ def _no_failure(ctx: hy.Context) -> Hypothesis:
     everyone = bool(n) and (ranks_done >= set(ctx.seen) or finished.height >= n)
     confidence: Confidence
     if finished.height:
-        confidence = "high" if complete and everyone else "medium"
+        confidence = Confidence.HIGH if complete and everyone else Confidence.MEDIUM
         why = "No line of error severity and no hang signal on any rank; the run's own end is logged."
     else:
-        confidence = "low"
+        confidence = Confidence.LOW
         why = "Only warnings, none of them an error; nothing shows the run stopped, nor that it finished."
     return Hypothesis(
-        category="no_failure",
+        category=Category.NO_FAILURE,
         culprit_ranks=(),
         culprit_hosts=(),
         confidence=confidence,
@@ -233,7 +235,7 @@ def _no_failure(ctx: hy.Context) -> Hypothesis:
             else "No failure found in the logs."
         ),
         score=0.0,
-        evidence=tuple(hy.evidence(r) for r in finished.head(2).to_dicts()),
+        evidence=tuple(evidence(r) for r in finished.head(2).to_dicts()),
         rules_in=(why,),
         rules_out=(
             () if complete else ("Some ranks' logs are missing or cut; a failure there would not show.",)
@@ -241,20 +243,20 @@ def _no_failure(ctx: hy.Context) -> Hypothesis:
     )
 
 
-def _unknown(ctx: hy.Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
+def _unknown(ctx: Context, hyps: list[Hypothesis], why: str) -> Hypothesis:
     alts = "; ".join(f"{h.category} ({h.summary})" for h in hyps[:2])
     summary = f"The logs do not separate the possible causes: {why}" + (f" — {alts}" if alts else "") + "."
     return Hypothesis(
-        category="unknown",
+        category=Category.UNKNOWN,
         culprit_ranks=(),
         culprit_hosts=(),
-        confidence="low",
+        confidence=Confidence.LOW,
         summary=summary,
         score=hyps[0].score if hyps else 0.0,
         evidence=hyps[0].evidence if hyps else (),
         rules_in=(why[:1].upper() + why[1:] + ".",),
         rules_out=tuple(f"{h.category}: {h.summary}" for h in hyps[:3]),
-        collect_next_time=hy.COLLECT_NEXT_TIME,
+        collect_next_time=tuple(collect_next_time(ctx)),
     )
 
 
@@ -295,13 +297,14 @@ def _rank_info(
 def _status(st: RankState, silent: set[int]) -> str:
     if not st.seen:
         return "no log"
-    if st.failure is not None and st.failure.weight >= 0.5:
-        return {
-            "oom": "OOM",
-            "cuda_error": "CUDA error",
-            "segfault_crash": "crashed",
-            "gpu_hardware_xid": "Xid",
-        }.get(st.failure.category, st.failure.category.replace("_", " "))
+    if st.failure is not None and st.failure.weight >= S.weight_cause:
+        short: dict[str, str] = {
+            Category.OOM: "OOM",
+            Category.CUDA_ERROR: "CUDA error",
+            Category.SEGFAULT_CRASH: "crashed",
+            Category.GPU_HARDWARE_XID: "Xid",
+        }
+        return short.get(st.failure.category, st.failure.category.replace("_", " "))
     if st.timeouts:
         t = st.timeouts[0]
         return f"timed out at {w.collective(t.op, t.seq)}"

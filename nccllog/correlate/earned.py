@@ -15,7 +15,8 @@ from importlib import resources
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import HOST_CAUSES, Context, Draft, failure_lines
+from nccllog.correlate.rules.base import Context, Draft, failure_lines
+from nccllog.vocab import HOST_CAUSES
 
 
 @dataclass(frozen=True)

@@ -29,7 +29,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import Context, Draft, evidence
+from nccllog.correlate.rules.base import Context, Draft, evidence
 from nccllog.ingest.flight import Dump, Entry
 from nccllog.model import EVENT_BASE_COLUMNS
 

@@ -29,9 +29,10 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import outliers
 from nccllog.correlate import wording as w
+from nccllog.correlate.rules.base import Context, Draft, evidence
+from nccllog.correlate.rules.remedies import steps
 
 P2P_OPS = frozenset({"Send", "Recv", "SendRecv"})
 ROOTED_OPS = frozenset({"Broadcast", "Reduce"})
@@ -111,12 +112,12 @@ class Call:
         return f"{self.op} ({', '.join(parts)})" if parts else self.op
 
 
-def coll_alignment(ctx: hy.Context) -> list[hy.Draft]:
+def coll_alignment(ctx: Context) -> list[Draft]:
     """Per communicator: the first opCount at which the ranks' calls differ, else who stopped early."""
     lines = call_lines(ctx.ev)
     if not lines.height:
         return []
-    drafts: list[hy.Draft] = []
+    drafts: list[Draft] = []
     for key, rows in _by_key(lines):
         if not _comparable(key, rows):
             continue
@@ -166,7 +167,7 @@ def _comparable(key: CommKey, rows: list[dict[str, Any]]) -> bool:
     return one_each and (key.nranks is None or len(writers) <= key.nranks)
 
 
-def _mismatch(ctx: hy.Context, key: CommKey, rows: list[dict[str, Any]]) -> hy.Draft | None:
+def _mismatch(ctx: Context, key: CommKey, rows: list[dict[str, Any]]) -> Draft | None:
     at: dict[int, dict[int, list[dict[str, Any]]]] = defaultdict(lambda: defaultdict(list))
     for r in rows:
         at[r["op_count"]][r["rank"]].append(r)
@@ -185,12 +186,12 @@ def _mismatch(ctx: hy.Context, key: CommKey, rows: list[dict[str, Any]]) -> hy.D
 
 
 def _mismatch_draft(
-    ctx: hy.Context,
+    ctx: Context,
     key: CommKey,
     n: int,
     split: outliers.Split[tuple[Call, ...]],
     lines: dict[int, list[dict[str, Any]]],
-) -> hy.Draft:
+) -> Draft:
     (maj_sig, maj), rest = split.groups[0], split.groups[1:]
     where = f"opCount 0x{n:x} of the {key.label()}"
     clauses = []
@@ -200,7 +201,7 @@ def _mismatch_draft(
     i = _first_difference(rest[0][0], maj_sig)
     majority = f"{w.ranks_phrase(maj)} called {maj_sig[i].text(rest[0][0][i])}"
     minority = "; ".join(clauses)
-    d = hy.Draft(category="collective_mismatch", culprits=(), kind="coll_mismatch")
+    d = Draft(category="collective_mismatch", culprits=(), kind="coll_mismatch")
     d.rules_in.append(
         f"NCCL's call trace (NCCL_DEBUG_SUBSYS=COLL) at {where}: {minority}, while {majority}. "
         "Each rank logged its own call, so the calls themselves differ."
@@ -224,9 +225,9 @@ def _mismatch_draft(
         "communicator's sequence differ, and waiting longer would not have matched them."
     )
     odd_rows = [lines[r][_first_difference(sig, maj_sig)] for sig, ranks in rest for r in ranks[:2]]
-    d.evidence = [hy.evidence(r, "the odd call") for r in odd_rows[:4]]
-    d.evidence.append(hy.evidence(lines[maj[0]][i], f"the call of {w.ranks_phrase(maj)}"))
-    d.remediation = list(hy.MISMATCH_REMEDIATION)
+    d.evidence = [evidence(r, "the odd call") for r in odd_rows[:4]]
+    d.evidence.append(evidence(lines[maj[0]][i], f"the call of {w.ranks_phrase(maj)}"))
+    d.remediation = steps("mismatch", ctx.versions)
     return d
 
 
@@ -234,7 +235,7 @@ def _first_difference(a: Sequence[Call], b: Sequence[Call]) -> int:
     return next((i for i, (x, y) in enumerate(zip(a, b, strict=True)) if x != y), 0)
 
 
-def _straggler(ctx: hy.Context, key: CommKey, rows: list[dict[str, Any]]) -> list[hy.Draft]:
+def _straggler(ctx: Context, key: CommKey, rows: list[dict[str, Any]]) -> list[Draft]:
     """No watchdog line: a minority whose last opCount on this communicator is behind the others'."""
     last: dict[int, dict[str, Any]] = {}
     for r in rows:
@@ -246,7 +247,7 @@ def _straggler(ctx: hy.Context, key: CommKey, rows: list[dict[str, Any]]) -> lis
         return []
     top = max(vals.values())
     ahead = sorted(r for r in vals if r not in behind)
-    d = hy.Draft(category="straggler_hang", culprits=tuple(behind), kind="progress")
+    d = Draft(category="straggler_hang", culprits=tuple(behind), kind="progress")
     d.score = STRAGGLER_SCORE
     counts = ", ".join(f"rank {r}: {vals[r]}" for r in behind[:6])
     d.summary = (
@@ -262,6 +263,6 @@ def _straggler(ctx: hy.Context, key: CommKey, rows: list[dict[str, Any]]) -> lis
         "No rank logged an error, OOM or crash: nothing but slowness explains the gap. "
         "Without a watchdog line the length of the wait is unknown."
     )
-    d.evidence = [hy.evidence(last[r]) for r in [*behind, *ahead][:6]]
-    d.collect.extend(hy.COLLECT_NEXT_TIME[:2])
+    d.evidence = [evidence(last[r]) for r in [*behind, *ahead][:6]]
+    d.collect.extend(steps("collect_hang", ctx.versions))
     return [d]

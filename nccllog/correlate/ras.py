@@ -19,7 +19,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import Context, Draft, evidence
+from nccllog.correlate.rules.base import Context, Draft, evidence
 
 MAJORITY = "nccl.ras_client_ranks_ops"
 OUTLIER = "nccl.ras_client_rank_ops"

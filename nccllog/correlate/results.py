@@ -13,7 +13,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import hypotheses as hy
+from nccllog.correlate.rules.base import Context, Draft, evidence
 
 CHAIN_SCORE = 0.4  # a chain says that and roughly where NCCL failed, never why: low confidence
 
@@ -58,7 +58,7 @@ def chain_starts(ev: pl.DataFrame) -> list[dict[str, Any]]:
     return list(first.values())
 
 
-def result_chains(ctx: hy.Context) -> list[hy.Draft]:
+def result_chains(ctx: Context) -> list[Draft]:
     """A cause for chains that no WARN or error line explains, placed by code and source file."""
     starts = chain_starts(ctx.ev)
     if not starts:
@@ -71,7 +71,7 @@ def result_chains(ctx: hy.Context) -> list[hy.Draft]:
             by_cat.setdefault(cat, []).append(r)
     drafts = []
     for cat, rows in by_cat.items():
-        d = hy.Draft(category=cat, culprits=(), kind="result_chain", score=CHAIN_SCORE)
+        d = Draft(category=cat, culprits=(), kind="result_chain", score=CHAIN_SCORE)
         first = rows[0]
         name = results()[int(first["code"])].name
         where = f"{first['src_file']}"
@@ -81,7 +81,7 @@ def result_chains(ctx: hy.Context) -> list[hy.Draft]:
         )
         d.rules_in.append(f"NCCL's error trace starts at {where} -> {first['code']} ({name}) in {procs}.")
         d.rules_out.append("A trace says where NCCL failed, not why: the WARN line before it would.")
-        d.evidence = [hy.evidence(r, "where the error trace starts") for r in rows[:4]]
+        d.evidence = [evidence(r, "where the error trace starts") for r in rows[:4]]
         d.collect.append(
             "NCCL_DEBUG=WARN at least (INFO with NCCL_DEBUG_SUBSYS=INIT,NET), so the WARN line before the trace is kept."
         )

@@ -23,7 +23,7 @@ import polars as pl
 import regex
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.hypotheses import Context, Draft, evidence
+from nccllog.correlate.rules.base import Context, Draft, evidence
 
 PROCESS = "pyspy.process"
 THREADS = ("pyspy.thread", "python.faulthandler_thread")

@@ -13,43 +13,11 @@ import regex
 from nccllog.correlate.ranks import INTERNAL_SCHEMA
 from nccllog.errors import PatternLibraryError
 from nccllog.model import CATEGORIES, EVENT_BASE_COLUMNS, SEVERITIES
+from nccllog.vocab import FieldType, Signal
 
-SIGNALS: tuple[str, ...] = (
-    "collective_timeout",
-    "work_status",
-    "desync_report",
-    "heartbeat",
-    "dump",
-    "abort",
-    "nccl_error",
-    "nccl_warn",
-    "nccl_result",
-    "network_ib",
-    "network_socket",
-    "store_timeout",
-    "cuda_error",
-    "oom",
-    "crash_signal",
-    "python_exception",
-    "error_line",
-    "process_exit",
-    "root_cause",
-    "actor_died",
-    "xid",
-    "driver_hang",
-    "duplicate_gpu",
-    "init",
-    "version",
-    "env_setting",
-    "bootstrap",
-    "completion",
-    "progress",
-    "stall",
-    "framework",
-    "info",
-)
+SIGNALS: tuple[str, ...] = tuple(s.value for s in Signal)
 # clock: a duration printed as [H:]MM:SS (tqdm elapsed), stored as float seconds.
-FIELD_TYPES: tuple[str, ...] = ("int", "float", "str", "hex", "clock")
+FIELD_TYPES: tuple[str, ...] = tuple(t.value for t in FieldType)
 _REQUIRED = ("id", "title", "producer", "family", "versions", "severity", "signal", "keywords", "regex")
 _OPTIONAL = (
     "category",

@@ -47,6 +47,7 @@ def _hypothesis(h: Hypothesis, *, full: bool) -> dict[str, Any]:
         "culprit_hosts": list(h.culprit_hosts),
         "confidence": h.confidence,
         "summary": h.summary,
+        "collective": {"pg": c.pg, "seq": c.seq, "op": c.op} if (c := h.collective) else None,
     }
     if full:
         out["score"] = round(h.score, 4)

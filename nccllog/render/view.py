@@ -18,28 +18,12 @@ from datetime import datetime
 
 import polars as pl
 
+from nccllog import vocab
 from nccllog.correlate.wording import rank_runs
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 from nccllog.text_safety import clean
 
-CATEGORY_TITLES: dict[str, str] = {
-    "straggler_hang": "A rank stopped making progress (straggler or hang)",
-    "collective_mismatch": "Ranks called different collectives (mismatch)",
-    "network_ib": "InfiniBand / RoCE network failure",
-    "network_socket": "Socket network failure",
-    "bootstrap_rendezvous": "Bootstrap / rendezvous failure",
-    "cuda_error": "CUDA error",
-    "oom": "Out of GPU memory",
-    "segfault_crash": "A process crashed (signal / segfault)",
-    "gpu_hardware_xid": "GPU hardware fault (Xid)",
-    "p2p_topology": "Peer-to-peer / topology failure",
-    "config_timeout_too_short": "Collective timeout set too short for the work",
-    "version_mismatch": "Version mismatch between ranks or libraries",
-    "init_failure": "Initialisation failure",
-    "other": "Other failure",
-    "no_failure": "No failure found",
-    "unknown": "Failure of unknown cause",
-}
+CATEGORY_TITLES = vocab.CATEGORY_TITLES  # re-exported for the renderers
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 

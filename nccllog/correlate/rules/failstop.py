@@ -1,0 +1,133 @@
+"""Fail-stop: a rank's own failure (OOM, CUDA error, crash, exception, Xid) and the cascade after it."""
+
+from __future__ import annotations
+
+from collections import defaultdict
+from collections.abc import Sequence
+
+from nccllog.correlate import wording as w
+from nccllog.correlate.ranks_state import Failure, failure_order
+from nccllog.correlate.rules.base import (
+    Context,
+    Draft,
+    _host,
+    _hosts_seen,
+    _remediation,
+    evidence,
+)
+from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.wording import _cascade, _failure_clause, _failure_text
+from nccllog.model import Evidence
+from nccllog.vocab import ENV_CAUSES, Signal
+
+FAILSTOP_EXCLUDE = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET, Signal.STORE_TIMEOUT)
+
+
+def failstop(ctx: Context) -> list[Draft]:
+    """A rank's own failure (OOM, CUDA error, crash, exception, Xid…) and the cascade after it."""
+    fails: list[Failure] = [
+        st.failure
+        for st in ctx.states.values()
+        if st.failure is not None
+        and st.failure.weight >= S.weight_cause
+        and st.failure.signal not in FAILSTOP_EXCLUDE
+    ]
+    fails += [f for f in ctx.unattributed if f.weight >= S.weight_cause and f.signal not in FAILSTOP_EXCLUDE]
+    if not fails:
+        return []
+    groups: dict[str, list[Failure]] = defaultdict(list)
+    for f in fails:
+        groups[f.category].append(f)
+    main = ctx.main
+    first_timeout = main.first_time if main else None
+    earliest_any = min((f.time for f in fails if f.time is not None), default=None)
+    drafts = []
+    for cat, fs in groups.items():
+        fs.sort(key=failure_order)
+        lead = fs[0]
+        ranks = sorted({f.rank for f in fs if f.rank is not None})
+        hosts = sorted({f.host for f in fs if f.rank is None and f.host})
+        named = _named_ranks(fs)
+        everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
+        culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
+        if cat in ENV_CAUSES and not named:
+            # A rank that reports a fault of its machine's setup is its victim: the place is the
+            # machine (named when it is not every machine seen), not the process.
+            culprits = ()
+            places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
+            hosts = sorted(places) if places < _hosts_seen(ctx) else []
+        d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
+        d.score = max(f.weight for f in fs)
+        what = _failure_text(lead)
+        if named:
+            who = w.ranks_phrase(named, capital=True)
+        elif ranks:
+            who = w.ranks_phrase(ranks, capital=True)
+        else:
+            who = f"A process on {w.host_list(hosts)}" if hosts else "A process"
+        when = f" at {w.clock(lead.time)}" if lead.time else ""
+        if everyone:
+            d.summary = f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
+            d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
+        else:
+            d.summary = f"{_failure_clause(lead, who)}{when}"
+        d.rules_in.append(f"{who} logged '{what}'{when} ({lead.row['source']}:{lead.row['line']}).")
+        cascade = _cascade(ctx, culprits or tuple(ranks), lead)
+        if main is not None:
+            if lead.time is not None and first_timeout is not None:
+                if lead.time <= first_timeout:
+                    lag = (first_timeout - lead.time).total_seconds()
+                    d.rules_in.append(
+                        f"It came {w.seconds(lag * 1000)} before the first watchdog timeout ({w.collective(main.op, main.seq)}, "
+                        f"{w.clock(first_timeout)}): the timeouts are the cascade."
+                    )
+                    d.score += S.failstop_before_timeouts
+                else:
+                    d.score *= S.failstop_after_factor
+                    d.after = True
+                    d.rules_out.append(
+                        f"It was logged after the first watchdog timeout ({w.clock(first_timeout)}), so it may be a consequence."
+                    )
+            elif set(culprits) & set(main.silent):
+                d.rules_in.append(
+                    f"{w.ranks_phrase(set(culprits) & set(main.silent), capital=True)} is also the rank the others waited for at "
+                    f"{w.collective(main.op, main.seq)}."
+                )
+                d.score += S.failstop_awaited
+            elif set(ranks) and set(ranks) <= set(main.reporters):
+                d.score -= S.failstop_also_timed_out
+                d.rules_out.append(
+                    f"{w.ranks_phrase(ranks, capital=True)} also timed out in {w.collective(main.op, main.seq)} like the others; "
+                    "without timestamps the order of the two is not known."
+                )
+        if (
+            earliest_any is not None
+            and lead.time is not None
+            and (lead.time - earliest_any).total_seconds() > S.failstop_earlier_other_s
+        ):
+            d.score -= S.failstop_earlier_other
+            d.rules_out.append(f"Another failure came earlier ({w.clock(earliest_any)}).")
+        d.summary = d.summary.rstrip(".") + (f"; {cascade}." if cascade else ".")
+        d.evidence = [evidence(f.row) for f in fs[:4]] + _cascade_evidence(ctx, culprits or tuple(ranks))
+        d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
+        drafts.append(d)
+    return drafts
+
+
+def _named_ranks(fs: list[Failure]) -> list[int]:
+    """Ranks a failure line names explicitly (``Duplicate GPU detected : rank 1 and rank 9``)."""
+    out: set[int] = set()
+    for f in fs:
+        if f.signal == Signal.DUPLICATE_GPU:
+            for k in ("target_rank", "other_rank"):
+                v = f.row.get(k)
+                if v is not None:
+                    out.add(int(v))
+    return sorted(out)
+
+
+def _cascade_evidence(ctx: Context, culprits: Sequence[int]) -> list[Evidence]:
+    main = ctx.main
+    if main is None:
+        return []
+    return [evidence(t.row, "cascade") for t in main.reports[:3] if t.rank not in culprits]

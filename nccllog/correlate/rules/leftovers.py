@@ -1,0 +1,42 @@
+"""Leftovers: error lines no other rule explained, under their pattern's category."""
+
+from __future__ import annotations
+
+import polars as pl
+
+from nccllog.correlate import wording as w
+from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.scores import S
+from nccllog.vocab import Severity, Signal
+
+
+def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
+    """Errors no other rule explained: their pattern's category, low confidence."""
+    rows = ctx.ev.filter(
+        pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
+        & pl.col("category").is_not_null()
+        & ~pl.col("category").is_in(list(covered))
+    )
+    rows = rows.filter(
+        ~pl.col("signal").is_in(
+            [Signal.COLLECTIVE_TIMEOUT, Signal.WORK_STATUS, Signal.ROOT_CAUSE, Signal.PROCESS_EXIT]
+        )
+    )
+    drafts = []
+    for cat, sub in rows.group_by("category", maintain_order=True):
+        d = Draft(category=str(cat[0]), culprits=(), kind="leftover")
+        ranks = (
+            sorted({r for r in sub["subject"].to_list() if r is not None}) if "subject" in sub.columns else []
+        )
+        if ranks and not set(ranks) >= set(ctx.seen):
+            d.culprits = tuple(ranks)
+        d.score = S.leftover_base
+        first = _first(sub.to_dicts(), 1)[0]
+        d.summary = f"{w.ranks_phrase(ranks, capital=True) if ranks else 'The logs'} show {first['pattern']} ({cat[0]})."
+        d.rules_in.append(
+            f"{sub.height} line(s) of pattern(s) {', '.join(sorted(set(sub['pattern'].to_list())))[:200]}."
+        )
+        d.evidence = [evidence(r) for r in _first(sub.to_dicts(), 4)]
+        d.remediation = _remediation(ctx.library, sub.head(3).to_dicts())
+        drafts.append(d)
+    return drafts
