@@ -294,3 +294,30 @@ def test_the_culprits_own_line_leads_the_evidence() -> None:
     )
     v = _verdict("".join(line.format(r=r, n=4096 if r == 2 else 1024) for r in range(4)))
     assert v.culprit_ranks == (2,) and v.evidence[0].rank == 2
+
+
+def _duplicate(rank: int, other: int, host: str = "gpu-q3") -> str:
+    return (
+        f"{host}:{7100 + rank}:{7200 + rank} [0] init.cc:1210 NCCL WARN Duplicate GPU detected : "
+        f"rank {rank} and rank {other} both on CUDA device 1b000"
+    )
+
+
+def test_a_job_on_one_gpu_names_no_rank() -> None:
+    """Every process collides with rank 0: the launch bound no GPU per process (job setup)."""
+    text = "\n".join(_duplicate(r, 0) for r in (1, 2, 3)) + "\n" + _duplicate(0, 1) + "\n"
+    v = nccllog.analyze_text(text).verdict
+    assert v.category == "init_failure"
+    assert v.culprit_ranks == ()
+
+
+def test_one_colliding_pair_among_many_is_named() -> None:
+    init = [
+        f"gpu-q{r // 8}:{5000 + r}:{5100 + r} [{r % 8}] NCCL INFO comm 0x7a{r}0 rank {r} nranks 16 cudaDev {r % 8} "
+        f"nvmlDev {r % 8} busId {r % 8}b000 commId 0x5e11a2 - Init START"
+        for r in range(16)
+    ]
+    text = "\n".join([*init, _duplicate(5, 6, "gpu-q0"), _duplicate(6, 5, "gpu-q0")]) + "\n"
+    v = nccllog.analyze_text(text).verdict
+    assert v.category == "init_failure"
+    assert v.culprit_ranks == (5, 6)

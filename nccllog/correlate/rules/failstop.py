@@ -48,6 +48,11 @@ def failstop(ctx: Context) -> list[Draft]:
         ranks = sorted({f.rank for f in fs if f.rank is not None})
         hosts = sorted({f.host for f in fs if f.rank is None and f.host})
         named = _named_ranks(fs)
+        population = set(ctx.world) | set(ctx.seen) | set(named)
+        if named and 2 * len(named) >= len(population) and len(population) > 1:
+            # Half the job or more on one device: the launch did not give each process its own GPU
+            # (no LOCAL_RANK binding). That is the job's setup, not a fault of the ranks named.
+            named = []
         everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
         culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
         if cat in ENV_CAUSES and not named:
