@@ -3,7 +3,7 @@
 Under ``MISMATCH`` the client prints the counts most ranks share (``7 ranks have launched up to
 operation 1818``) and then each rank that stands alone (``Rank 5 has launched up to operation 1817
 -- GPU 1 managed by process 48231 on node gpu-node-08``). The process id and node map that line to
-a global rank through the NCCL init lines (``target_rank``, filled by ``correlate/ranks.py``). A
+a global rank through the NCCL init lines (``target_rank``, filled by ``attribution/``). A
 rank behind the others is the one they wait for; a rank ahead launched an extra operation.
 """
 

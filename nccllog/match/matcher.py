@@ -21,9 +21,9 @@ from typing import Any
 import polars as pl
 import regex
 
-from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values
-from nccllog.ingest.paths import FileAttrs, attrs_from_path
-from nccllog.ingest.prefixes import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_values
+from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.match.library import Library, Pattern
 from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
