@@ -14,29 +14,10 @@ import polars as pl
 
 from nccllog.attribution.layers import LineAttrs, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
+from nccllog.schema import HANDOFF
 
 # Internal columns resolve() reads (all optional; missing ones are derived from text/source or null).
-INTERNAL_SCHEMA: dict[str, Any] = {
-    "_srun_task": pl.Int64,
-    "_ip": pl.String,
-    "_ray_actor": pl.String,
-    "_nccl_dev": pl.Int64,
-    "_year_known": pl.Boolean,
-    "_file_rank": pl.Int64,
-    "_file_local_rank": pl.Int64,
-    "_file_host": pl.String,
-    "_file_pid": pl.Int64,
-    "_file_evidence": pl.String,
-    # beyond the matcher's first set; derived from `text` / `source` when absent
-    "_rank_kind": pl.String,  # LineAttrs.rank_kind
-    "_layers": pl.String,  # LineAttrs.layers joined by ","
-    "_pg_desc": pl.String,
-    "_src": pl.String,  # LineAttrs.src (producer file:line)
-    "_logger": pl.String,
-    "_file_year": pl.Int64,
-    "_file_attempt": pl.Int64,
-    "_file_single": pl.Boolean,
-}
+INTERNAL_SCHEMA: dict[str, Any] = HANDOFF
 _DERIVED_FROM_TEXT = ("_year_known", "_rank_kind", "_layers", "_pg_desc", "_src", "_logger")
 _DERIVED_FROM_PATH = ("_file_year", "_file_attempt", "_file_single")
 
