@@ -1,6 +1,6 @@
 """Strip the prefix layers of one physical log line and keep what they say about its origin.
 
-Layers, outermost first (formats.md §1), each optional, stacked in launcher order (the order
+Layers, outermost first, each optional, stacked in launcher order (the order
 of ``layer_table.DEPTHS``):
 
 1. terminal escape sequences (ANSI colour ``\\x1b[..m`` and every other CSI/OSC/ESC sequence)

@@ -16,7 +16,7 @@ import regex
 from nccllog.attribution.hosts import HostFacts
 from nccllog.attribution.rows import ProcessKey, Rows
 
-# The writing process's own rank in NCCL topology lines (formats.md §5.3): `Trees [0] a/b/c->R->up`,
+# The writing process's own rank in NCCL topology lines: `Trees [0] a/b/c->R->up`,
 # `Ring 00 : p -> R -> n`, `Channel 00/0 : R[x] -> p[y] [send] via …` (own rank on the right for
 # `[receive]`; P2P/SHM lines are printed by the sender).
 _OWN_RANK = regex.compile(

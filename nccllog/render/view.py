@@ -18,7 +18,7 @@ from datetime import datetime
 
 import polars as pl
 
-from nccllog.correlate.wording import rank_runs
+from nccllog.correlate.wording import plural, rank_runs
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 from nccllog.text_safety import clean
 
@@ -55,10 +55,6 @@ def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
 def natural_key(text: str) -> tuple[object, ...]:
     """Sort key that puts ``rank2.log`` before ``rank10.log``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def parse_time(iso: str | None) -> datetime | None:
