@@ -157,7 +157,7 @@ def _own_rank(
     host_rank: dict[str, set[int]],
 ) -> tuple[int | None, str, list[str]]:
     """The rank of the process that wrote row i, by the evidence order of ``resolve``'s docstring."""
-    rows, units, nodes = ev.rows, ev.units, ev.nodes
+    rows, units = ev.rows, ev.units
     unit = rows.unit[i]
     conflicts: list[str] = []
     pr = ev.procs.lookup(key) if key is not None else None
@@ -187,19 +187,31 @@ def _own_rank(
     if unit in units.rank:
         return units.rank[unit][0], units.rank[unit][1], conflicts
     rank, why = _via_local(ev, i)
-    if rank is not None:
-        return rank, why, conflicts
+    if rank is None:
+        rank, why = _weak_rank(ev, i, key, hkey, only_default, host_rank)
+    return rank, why, conflicts
+
+
+def _weak_rank(
+    ev: Evidence,
+    i: int,
+    key: ProcessKey | None,
+    hkey: str | None,
+    only_default: bool,
+    host_rank: dict[str, set[int]],
+) -> tuple[int | None, str]:
+    """The weakest evidence, in order: the srun task, the unnamed WorkNCCL rank, the host's only rank."""
+    rows, nodes = ev.rows, ev.nodes
     t = rows.srun[i]
     if t is not None and nodes.tasks_are in ("ranks", "processes"):
         if t in nodes.task_rank:
             r = nodes.task_rank[t]
-            return r, f"srun task {t} (one task per rank; its other lines are rank {r})", conflicts
+            return r, f"srun task {t} (one task per rank; its other lines are rank {r})"
         if nodes.tasks_are == "ranks":
-            return t, f"srun task {t} (one task per rank)", conflicts
+            return t, f"srun task {t} (one task per rank)"
     pgr = rows.pg_rank[i]
     if pgr is not None and rows.pg[i] is None and only_default:
-        why = f"WorkNCCL [Rank {pgr}], taken as the default group: no other process group is seen"
-        return pgr, why, conflicts
+        return pgr, f"WorkNCCL [Rank {pgr}], taken as the default group: no other process group is seen"
     if (
         key is None  # a pid of its own that no evidence names is another process
         and hkey is not None
@@ -207,8 +219,8 @@ def _own_rank(
         and not rows.not_a_worker(i)
     ):
         r = next(iter(host_rank[hkey]))
-        return r, f"the only rank seen on {ev.show(hkey)} is {r}", conflicts
-    return None, "", conflicts
+        return r, f"the only rank seen on {ev.show(hkey)} is {r}"
+    return None, ""
 
 
 def _via_local(ev: Evidence, i: int) -> tuple[int | None, str]:
