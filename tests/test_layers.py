@@ -3,10 +3,13 @@ its near-misses, and the table's loader."""
 
 from __future__ import annotations
 
+from pathlib import Path
+
 import pytest
 
 from nccllog.attribution import layer_table
 from nccllog.attribution.layers import LAUNCHER_LAYERS, launcher_prefix, parse_line
+from nccllog.pipeline import attribute
 
 
 @pytest.mark.parametrize(
@@ -155,3 +158,23 @@ def test_a_new_layer_is_a_data_entry() -> None:
     hit = layer_table.apply(layer_table.by_first(extra), "<<node7/2>> hello", 0, 0, set(), st, names)
     assert hit == (len("<<node7/2>> "), layer_table.DEPTHS["task"])
     assert st == {"host": "node7", "local_rank": 2} and names == ["demo"]
+
+
+def test_kubectl_pods_are_hosts_end_to_end(tmp_path: Path) -> None:
+    """Two pods' logs, fetched with `kubectl logs --prefix`: each line's host is its pod."""
+    for pod, ranks in (("trainer-worker-0", (0, 1)), ("trainer-worker-1", (2, 3))):
+        text = "".join(
+            f"[pod/{pod}/pytorch] [rank{r}]:[E0109 03:10:44.102938271 ProcessGroupNCCL.cpp:616] [Rank {r}] "
+            "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=7, OpType=ALLREDUCE, NumelIn=8, "
+            "NumelOut=8, Timeout(ms)=600000) ran for 600101 milliseconds before timing out.\n"
+            for r in ranks
+        )
+        (tmp_path / f"{pod}.log").write_text(text, encoding="utf-8")
+    events = attribute([str(tmp_path)])
+    got = {(r, h) for r, h in events.select("rank", "host").iter_rows() if r is not None}
+    assert got == {
+        (0, "trainer-worker-0"),
+        (1, "trainer-worker-0"),
+        (2, "trainer-worker-1"),
+        (3, "trainer-worker-1"),
+    }
