@@ -18,8 +18,6 @@ Every error nccllog raises on purpose is an ``nccllog.Error`` (``InputError``,
 
 from __future__ import annotations
 
-__version__ = "0.1.0"
-
 from nccllog.errors import Error, InputError, PatternLibraryError, UsageError
 from nccllog.model import (
     CATEGORIES,
@@ -41,6 +39,7 @@ from nccllog.model import (
 from nccllog.pipeline import analyze, analyze_text, attribute
 from nccllog.redact import redact, redact_with_map
 from nccllog.render import FORMATS, render
+from nccllog.version import __version__
 
 __all__ = [
     "CATEGORIES",

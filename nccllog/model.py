@@ -13,6 +13,7 @@ from typing import Any
 import polars as pl
 
 from nccllog import vocab
+from nccllog.schema import EVENTS
 
 SCHEMA_VERSION = 1
 
@@ -26,25 +27,7 @@ CONFIDENCES: tuple[str, ...] = tuple(c.value for c in vocab.Confidence)
 CATEGORIES: tuple[str, ...] = tuple(c.value for c in vocab.Category)
 
 # Columns every events table has, in this order; pattern fields follow, sorted by name.
-EVENT_BASE_COLUMNS: dict[str, Any] = {
-    "source": pl.String,  # display path of the file ("<stdin>" for standard input)
-    "line": pl.Int64,  # 1-based physical line number in that source
-    "text": pl.String,  # the raw line (ANSI stripped, capped in length)
-    "message": pl.String,  # the innermost message after every recognised prefix layer
-    "pattern": pl.String,  # pattern id
-    "signal": pl.String,  # the pattern's role for diagnosis (see docs/patterns.md)
-    "category": pl.String,  # cause category the pattern points to, or null
-    "severity": pl.String,
-    "rank": pl.Int64,  # global rank, null when unknown
-    "local_rank": pl.Int64,
-    "pg": pl.String,  # process-group id/name the message names, if any
-    "pg_rank": pl.Int64,  # rank inside that process group (not global)
-    "host": pl.String,
-    "pid": pl.Int64,
-    "time": pl.Datetime("us"),  # as logged (host-local wall clock), null when the line has none
-    "repeat": pl.Int64,  # how many processes this one line stands for (Ray dedup), >= 1
-    "attribution": pl.String,  # how rank was determined, or why it could not be
-}
+EVENT_BASE_COLUMNS: dict[str, Any] = EVENTS
 
 
 @dataclass(frozen=True)

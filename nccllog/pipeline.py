@@ -12,9 +12,9 @@ from typing import IO
 import polars as pl
 
 from nccllog.advice import advise
+from nccllog.attribution import resolve
 from nccllog.correlate import flight
 from nccllog.correlate.diagnose import diagnose
-from nccllog.correlate.ranks import resolve
 from nccllog.errors import InputError, UsageError
 from nccllog.ingest import flight as flight_dumps
 from nccllog.ingest.reader import (

@@ -8,9 +8,9 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.attribution import Topology
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.frame import FIELDS
-from nccllog.correlate.ranks import Topology
 from nccllog.match.library import Library, load_library
 from nccllog.model import EVENT_BASE_COLUMNS, Coverage, Incident
 

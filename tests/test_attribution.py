@@ -6,8 +6,8 @@ from datetime import datetime
 
 import pytest
 
-from nccllog.ingest.paths import attrs_from_path
-from nccllog.ingest.prefixes import LineAttrs, clean_text, parse_line
+from nccllog.attribution.layers import LineAttrs, clean_text, parse_line
+from nccllog.attribution.paths import attrs_from_path
 from nccllog.ingest.timestamps import PartialTime, parse_timestamp, parse_uptime
 
 WATCHDOG = (

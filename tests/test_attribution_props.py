@@ -9,8 +9,8 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ranks import events
 
-from nccllog.correlate.ranks import resolve
-from nccllog.ingest.prefixes import INT64_MAX, LineAttrs, clean_text, parse_line, strip_dedup
+from nccllog.attribution import resolve
+from nccllog.attribution.layers import INT64_MAX, LineAttrs, clean_text, parse_line, strip_dedup
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
 

@@ -8,9 +8,9 @@ import polars as pl
 import pytest
 from correlate_events import Log
 
+from nccllog.attribution import Topology
 from nccllog.correlate import wording
 from nccllog.correlate.network import pci_bus, strip_port
-from nccllog.correlate.ranks import Topology
 from nccllog.model import CONFIDENCES
 
 

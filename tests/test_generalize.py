@@ -8,8 +8,8 @@ from pathlib import Path
 import pytest
 
 import nccllog
+from nccllog.attribution.layers import parse_line
 from nccllog.cli import unquote_paste
-from nccllog.ingest.prefixes import parse_line
 
 
 @pytest.mark.parametrize(

@@ -19,7 +19,8 @@ from pathlib import Path
 import pytest
 import regex
 
-from nccllog.ingest import prefixes, timestamps
+from nccllog.attribution import layers as prefixes
+from nccllog.ingest import timestamps
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
 from nccllog.match import matcher

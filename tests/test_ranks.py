@@ -1,4 +1,4 @@
-"""Dataset-level rank resolution (correlate.ranks.resolve) on small event tables built like the matcher does."""
+"""Dataset-level rank resolution (attribution.resolve) on small event tables built like the matcher does."""
 
 from __future__ import annotations
 
@@ -8,9 +8,9 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values, resolve
-from nccllog.ingest.paths import attrs_from_path
-from nccllog.ingest.prefixes import parse_line
+from nccllog.attribution import INTERNAL_SCHEMA, internal_values, resolve
+from nccllog.attribution.layers import parse_line
+from nccllog.attribution.paths import attrs_from_path
 from nccllog.model import EVENT_BASE_COLUMNS
 
 FIELDS: dict[str, Any] = {

@@ -4,7 +4,7 @@ failure at or right after init, and never as a failure on their own (correlate/s
 from __future__ import annotations
 
 import nccllog
-from nccllog.correlate import setup
+from nccllog.correlate import setup_vocab
 
 # Two hosts, two ranks each, NCCL 2.23.4 (connections made at the first collective).
 HOSTS = {"trn-b04": (38211, 38212), "trn-b05": (40101, 40102)}
@@ -251,33 +251,33 @@ def test_no_ib_device_on_an_ethernet_cluster_is_not_evidence() -> None:
 
 def test_interface_and_address_rules() -> None:
     shared = {"172.17.0.1": {"trn-b04", "trn-b05"}}
-    assert setup.iface_problem("docker0", "172.17.0.1", {}) is not None
-    assert setup.iface_problem("veth3a9f2c1", "10.9.0.1", {}) is not None
-    assert setup.iface_problem("lo", "127.0.0.1", {}) is not None
-    assert setup.iface_problem("eth0", "fe80::4c1d:8fff:fe02:91a3%eth0", {}) is not None
-    assert setup.iface_problem("eth0", "169.254.3.7", {}) is not None
-    assert setup.iface_problem("eth0", "172.17.0.1", shared) is not None
-    assert setup.iface_problem("eth0", "172.17.0.2", shared) is None
-    assert setup.iface_problem("eth0", "10.1.2.3", {}) is None
-    assert setup.iface_problem("ens8f0np0", "10.1.2.3", {}) is None
-    assert setup.iface_problem("bond0", "192.168.7.12", {}) is None
+    assert setup_vocab.iface_problem("docker0", "172.17.0.1", {}) is not None
+    assert setup_vocab.iface_problem("veth3a9f2c1", "10.9.0.1", {}) is not None
+    assert setup_vocab.iface_problem("lo", "127.0.0.1", {}) is not None
+    assert setup_vocab.iface_problem("eth0", "fe80::4c1d:8fff:fe02:91a3%eth0", {}) is not None
+    assert setup_vocab.iface_problem("eth0", "169.254.3.7", {}) is not None
+    assert setup_vocab.iface_problem("eth0", "172.17.0.1", shared) is not None
+    assert setup_vocab.iface_problem("eth0", "172.17.0.2", shared) is None
+    assert setup_vocab.iface_problem("eth0", "10.1.2.3", {}) is None
+    assert setup_vocab.iface_problem("ens8f0np0", "10.1.2.3", {}) is None
+    assert setup_vocab.iface_problem("bond0", "192.168.7.12", {}) is None
 
 
 def test_master_addr_rules() -> None:
-    assert setup.bad_master_addr("255.255.0.0") == "a netmask"
-    assert setup.bad_master_addr("255.255.255.0") == "a netmask"
-    assert setup.bad_master_addr("255.255.255.255") == "the broadcast address"
-    assert setup.bad_master_addr("0.0.0.0") == "the unspecified address"
-    assert setup.bad_master_addr("255.255.3.0") is None
-    assert setup.bad_master_addr("10.1.2.3") is None
-    assert setup.bad_master_addr("trn-b04") is None
+    assert setup_vocab.bad_master_addr("255.255.0.0") == "a netmask"
+    assert setup_vocab.bad_master_addr("255.255.255.0") == "a netmask"
+    assert setup_vocab.bad_master_addr("255.255.255.255") == "the broadcast address"
+    assert setup_vocab.bad_master_addr("0.0.0.0") == "the unspecified address"
+    assert setup_vocab.bad_master_addr("255.255.3.0") is None
+    assert setup_vocab.bad_master_addr("10.1.2.3") is None
+    assert setup_vocab.bad_master_addr("trn-b04") is None
 
 
 def test_parse_ifaces_reads_every_interface() -> None:
     row = {"ifaces": "[0]eth0:10.1.2.3<0> [1]docker0:172.17.0.1<0> [2]veth1:fe80::1%veth1<0>"}
-    assert setup.parse_ifaces(row) == [
+    assert setup_vocab.parse_ifaces(row) == [
         ("eth0", "10.1.2.3"),
         ("docker0", "172.17.0.1"),
         ("veth1", "fe80::1%veth1"),
     ]
-    assert setup.parse_ifaces({"iface": "ib0", "ip": "10.1.0.17"}) == [("ib0", "10.1.0.17")]
+    assert setup_vocab.parse_ifaces({"iface": "ib0", "ip": "10.1.0.17"}) == [("ib0", "10.1.0.17")]

@@ -17,11 +17,11 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
-from nccllog.correlate.ranks import MAX_RANKS, Topology
 from nccllog.correlate.ranks_state import (
     RankState,
     classify_failures,

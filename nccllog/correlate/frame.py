@@ -17,6 +17,7 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.ingest.numbers import int64
 from nccllog.model import EVENT_BASE_COLUMNS
 
 INT = pl.Int64
@@ -162,8 +163,9 @@ def int_list(text: str | None) -> tuple[int, ...]:
         return ()
     out = []
     for part in text.replace("[", " ").replace("]", " ").replace(",", " ").split():
-        if part.isdigit() and int(part) < 2**63:
-            out.append(int(part))
+        n = int64(part)
+        if n is not None:
+            out.append(n)
     return tuple(out)
 
 

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import polars as pl
 
-from nccllog.correlate.ranks import Topology
+from nccllog.attribution import Topology
 
 
 @dataclass(frozen=True)

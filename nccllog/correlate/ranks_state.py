@@ -16,10 +16,10 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import taxonomy
 from nccllog.correlate.frame import int_list
 from nccllog.correlate.network import AddressBook
-from nccllog.correlate.ranks import MAX_RANKS, Topology
 
 # Exceptions and texts that wrap or report another failure rather than being one.
 WRAPPER_WORDS = (

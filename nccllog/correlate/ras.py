@@ -6,7 +6,7 @@ Under ``MISMATCH`` the client prints the counts of each group of ranks, the most
 launched up to operation 1817 -- GPU 1 managed by process 48231 on node gpu-node-08``;
 ``ingest/ras.py`` writes a group member's line in that form too). The process id and node map that
 line to a global rank through the NCCL init lines (``target_rank``, filled by
-``correlate/ranks.py``). A rank behind the others is the one they wait for; a rank ahead launched an
+``attribution/``). A rank behind the others is the one they wait for; a rank ahead launched an
 extra operation. Under ``DEAD`` and ``INCOMPLETE`` (and monitor mode's ``PEER_DEAD`` events) the
 processes RAS lost are named the same way: a rank that is gone or does not answer is the one the
 others wait for.

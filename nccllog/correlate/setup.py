@@ -9,62 +9,22 @@ never completes, socket/bootstrap or store errors), the setup line that names th
 best evidence there is. This rule proposes those readings, never a failure where none happened.
 
 The vocabulary (virtual interface prefixes, unroutable networks, the setup phrases) is data:
-``setup_vocab.toml`` next to this module.
+``setup_vocab.toml`` next to this module, read by ``setup_vocab``.
 """
 
 from __future__ import annotations
 
-import ipaddress
-import tomllib
 from collections import defaultdict
 from dataclasses import dataclass, field
-from functools import cache
-from importlib import resources
 from typing import Any
 
 import polars as pl
-import regex
 
 from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
+from nccllog.correlate.setup_vocab import bad_master_addr, iface_problem, ip_of, parse_ifaces, vocab
 
-_IFACE = regex.compile(r"(?:\[\d+\])?(?P<name>[^\s:\[\]<]+):(?P<addr>[^\s<]+)<\d+>")
 HANG_EARLY_SEQ = 3  # a watchdog collective at or below this seq, with nothing completed, is "at init"
-
-
-@dataclass(frozen=True)
-class Vocab:
-    """The contents of setup_vocab.toml."""
-
-    virtual_prefixes: tuple[str, ...]
-    loopback_names: tuple[str, ...]
-    unroutable: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-    container_bridge: tuple[ipaddress.IPv4Network | ipaddress.IPv6Network, ...]
-    ib_unavailable: tuple[str, ...]
-    ib_env_prefixes: tuple[str, ...]
-    ib_disabled_env: tuple[str, ...]
-    system_not_ready: tuple[str, ...]
-    host_paths: tuple[str, ...]
-    shm_prefix: str = "/dev/shm/"
-
-
-@cache
-def vocab() -> Vocab:
-    """Load the vocabulary once."""
-    text = resources.files("nccllog.correlate").joinpath("setup_vocab.toml").read_text(encoding="utf-8")
-    data = tomllib.loads(text)
-    nets = data["addresses"]
-    return Vocab(
-        virtual_prefixes=tuple(data["interfaces"]["virtual_prefixes"]),
-        loopback_names=tuple(data["interfaces"]["loopback_names"]),
-        unroutable=tuple(ipaddress.ip_network(n) for n in nets["unroutable"]),
-        container_bridge=tuple(ipaddress.ip_network(n) for n in nets["container_bridge"]),
-        ib_unavailable=tuple(data["ib"]["unavailable"]),
-        ib_env_prefixes=tuple(data["ib"]["expected_env_prefixes"]),
-        ib_disabled_env=tuple(data["ib"]["disabled_env"]),
-        system_not_ready=tuple(data["cuda"]["system_not_ready"]),
-        host_paths=tuple(data["topology"]["host_paths"]),
-    )
 
 
 # --------------------------------------------------------------------------- the failure's shape
@@ -137,45 +97,6 @@ def setup_evidence(ctx: hy.Context) -> list[hy.Draft]:
 # --------------------------------------------------------------------------- interfaces
 
 
-def parse_ifaces(row: dict[str, Any]) -> list[tuple[str, str]]:
-    """(interface, address) pairs a NET/Socket / Bootstrap / OOB line lists."""
-    text = row.get("ifaces")
-    if text:
-        return [(m["name"], m["addr"]) for m in _IFACE.finditer(str(text))]
-    if row.get("iface") and row.get("ip"):
-        return [(str(row["iface"]), str(row["ip"]))]
-    return []
-
-
-def _ip(addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
-    try:
-        return ipaddress.ip_address(addr.split("%", 1)[0].strip("[]"))
-    except ValueError:
-        return None
-
-
-def iface_problem(name: str, addr: str, shared: dict[str, set[str]]) -> str | None:
-    """Why NCCL traffic between nodes cannot go over this interface/address, or None."""
-    v = vocab()
-    if name in v.loopback_names:
-        return f"{name} is the loopback interface"
-    if name.startswith(v.virtual_prefixes):
-        return f"{name} is a virtual (container/bridge) interface"
-    ip = _ip(addr)
-    if ip is None:
-        return None
-    if any(ip in n for n in v.unroutable if n.version == ip.version):
-        kind = "link-local" if ip.is_link_local else "loopback" if ip.is_loopback else "unspecified"
-        return f"{addr.split('%', 1)[0]} on {name} is a {kind} address"
-    hosts = shared.get(str(ip), set())
-    if len(hosts) > 1:
-        bridge = any(ip in n for n in v.container_bridge if n.version == ip.version)
-        return f"{ip} on {name} is the same address on {w.host_list(sorted(hosts))}" + (
-            " (Docker's default bridge)" if bridge else ""
-        )
-    return None
-
-
 def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     rows = ctx.ev.filter(
         (pl.col("signal") == "bootstrap") & (pl.col("ifaces").is_not_null() | pl.col("iface").is_not_null())
@@ -189,7 +110,7 @@ def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     shared: dict[str, set[str]] = defaultdict(set)
     for r in rows:
         for _, addr in parse_ifaces(r):
-            ip = _ip(addr)
+            ip = ip_of(addr)
             if ip is not None and r.get("host"):
                 shared[str(ip)].add(r["host"])
     bad_rows: list[dict[str, Any]] = []
@@ -209,13 +130,14 @@ def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
             only_bad.add(host)
         for n, a, p in probs:
             reasons.setdefault(n, p)
-            bad_addrs.add(str(_ip(a) or a))
+            bad_addrs.add(str(ip_of(a) or a))
     if not bad_rows:
         return None
     hit = [
         r
         for r in shape.socket
-        if (peer := r.get("peer_addr") or r.get("peer")) and str(_ip(hy._bare(str(peer))) or "") in bad_addrs
+        if (peer := r.get("peer_addr") or r.get("peer"))
+        and str(ip_of(hy._bare(str(peer))) or "") in bad_addrs
     ]
     if not ((shape.early and shape.failed) or hit):
         return None
@@ -542,23 +464,6 @@ def _topology(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 
 
 # --------------------------------------------------------------------------- rendezvous address
-
-
-def bad_master_addr(addr: str) -> str | None:
-    """Why an address cannot be a rendezvous host: a netmask, a broadcast or the unspecified address."""
-    ip = _ip(addr)
-    if ip is None:
-        return None
-    if ip.is_unspecified:
-        return "the unspecified address"
-    if isinstance(ip, ipaddress.IPv4Address):
-        n = int(ip)
-        if n == 0xFFFFFFFF:
-            return "the broadcast address"
-        inverted = ~n & 0xFFFFFFFF
-        if n >> 24 == 0xFF and inverted & (inverted + 1) == 0:
-            return "a netmask"
-    return None
 
 
 def _master_addr(ctx: hy.Context, shape: Shape) -> hy.Draft | None:

@@ -96,9 +96,9 @@ def clock(t: datetime | None) -> str:
     return t.strftime("%H:%M:%S")
 
 
-def plural(n: int, word: str) -> str:
-    """``"1 rank"`` / ``"3 ranks"``."""
-    return f"{n} {word}" if n == 1 else f"{n} {word}s"
+def plural(n: int, word: str, many: str | None = None) -> str:
+    """``"1 rank"`` / ``"3 ranks"`` (``many`` for an irregular plural)."""
+    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def excerpt(message: str | None, width: int = 60) -> str:

@@ -7,7 +7,7 @@
 the exception text and the traceback on one line with escaped newlines, where no pattern sees
 them; here they become the lines they were, headed by one line with the time (UTC, from the epoch
 timestamp) and the error code, so the pattern library reads them like any log. The file's path
-still gives the local rank and the attempt (``ingest/paths.py``).
+still gives the local rank and the attempt (``attribution/paths.py``).
 """
 
 from __future__ import annotations

@@ -27,6 +27,7 @@ from typing import Any
 import regex
 
 from nccllog.ingest import elastic, ras
+from nccllog.ingest.numbers import INT64_MAX
 from nccllog.ingest.sources import Source
 from nccllog.model import Skipped
 
@@ -449,7 +450,7 @@ def _int(value: Any) -> int | None:
         return None
     if isinstance(value, str) and value.lstrip("-").isdigit() and len(value) <= 20:
         value = int(value)
-    if isinstance(value, int) and -(2**63) <= value < 2**63:  # what the events table holds
+    if isinstance(value, int) and -INT64_MAX - 1 <= value <= INT64_MAX:  # what the events table holds
         return value
     return None
 

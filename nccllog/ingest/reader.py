@@ -26,6 +26,7 @@ from nccllog.ingest.decode import Decoded, normalise
 from nccllog.ingest.sources import Source
 from nccllog.ingest.unpack import Budget, Leaf, open_leaves
 from nccllog.model import Skipped
+from nccllog.schema import LINES
 
 CHUNK_BYTES = 32 * 1024 * 1024
 MAX_LINE_BYTES = 1024 * 1024  # longer lines are cut here for analysis (and counted)
@@ -44,12 +45,7 @@ SAMPLED_KEEP = 4  # high-volume lines kept per writing process of a file (the la
 # stands after launcher prefixes; lines without one are thinned per file.
 _WRITER = r"([\w.-]+:\d+):\d+ (?:\[\d+\] )?NCCL "
 PARALLEL_SLICES = 4  # the keyword test runs over this many slices of a batch at once
-CANDIDATE_SCHEMA: dict[str, Any] = {
-    "source": pl.String,
-    "line": pl.Int64,
-    "text": pl.String,
-    "kw": pl.List(pl.String),
-}
+CANDIDATE_SCHEMA: dict[str, Any] = LINES
 CANDIDATE_COLUMNS = list(CANDIDATE_SCHEMA)
 # Bytes that make a file look like text; a first chunk with more than 30% others is binary.
 _TEXT_BYTES = bytes(range(0x20, 0x100)) + b"\t\n\r\x0c\x1b"

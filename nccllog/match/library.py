@@ -10,7 +10,7 @@ from typing import Any
 
 import regex
 
-from nccllog.correlate.ranks import INTERNAL_SCHEMA
+from nccllog.attribution.columns import INTERNAL_SCHEMA
 from nccllog.errors import PatternLibraryError
 from nccllog.model import CATEGORIES, EVENT_BASE_COLUMNS, SEVERITIES
 from nccllog.vocab import FieldType, Signal

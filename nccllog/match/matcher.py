@@ -21,9 +21,10 @@ from typing import Any
 import polars as pl
 import regex
 
-from nccllog.correlate.ranks import INTERNAL_SCHEMA, internal_values
-from nccllog.ingest.paths import FileAttrs, attrs_from_path
-from nccllog.ingest.prefixes import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_values
+from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.paths import FileAttrs, attrs_from_path
+from nccllog.ingest.numbers import INT64_MAX
 from nccllog.match.library import Library, Pattern
 from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
@@ -50,7 +51,6 @@ ALERT_WORDS: tuple[str, ...] = (
 WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
 QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
 MAX_TEXT = 4000  # characters of the raw line kept in the events table
-_INT64_MAX = 2**63 - 1
 # Seconds the regexes of the patterns may spend on one physical line, all segments and patterns
 # together. Linear patterns need well under 0.2 s for a 1 MiB line; the budget only stops a
 # pattern (a user's own, say) that backtracks without end.
@@ -316,7 +316,7 @@ def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], in
         except ValueError:
             values[name] = None
             continue
-        if -_INT64_MAX - 1 <= num <= _INT64_MAX:
+        if -INT64_MAX - 1 <= num <= INT64_MAX:
             values[name] = num
         else:
             values[name] = None

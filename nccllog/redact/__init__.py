@@ -29,7 +29,7 @@ from typing import Any, Literal
 
 import polars as pl
 
-from nccllog.ingest.paths import attrs_from_path
+from nccllog.attribution.paths import attrs_from_path
 from nccllog.model import Incident
 from nccllog.redact.aliases import KINDS, WITHHELD, Redactor
 from nccllog.redact.detectors import ALIAS, detect

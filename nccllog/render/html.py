@@ -21,10 +21,10 @@ from typing import Any
 
 import jinja2
 
-from nccllog import __version__
 from nccllog.model import Incident, RankInfo, TimelineEntry
 from nccllog.render import view
 from nccllog.text_safety import clean
+from nccllog.version import __version__
 
 MAX_LANES = 40
 MAX_RANK_ROWS = 64

@@ -12,7 +12,6 @@ from __future__ import annotations
 import json
 from typing import Any
 
-from nccllog import __version__
 from nccllog.model import (
     SCHEMA_VERSION,
     Advice,
@@ -26,6 +25,7 @@ from nccllog.model import (
     TimelineEntry,
 )
 from nccllog.text_safety import json_safe
+from nccllog.version import __version__
 
 
 def _evidence(e: Evidence) -> dict[str, Any]:

@@ -18,12 +18,10 @@ from datetime import datetime
 
 import polars as pl
 
-from nccllog import vocab
-from nccllog.correlate.wording import rank_runs
+from nccllog.correlate.wording import plural, rank_runs
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 from nccllog.text_safety import clean
-
-CATEGORY_TITLES = vocab.CATEGORY_TITLES  # re-exported for the renderers
+from nccllog.vocab import CATEGORY_TITLES as CATEGORY_TITLES  # re-exported for the renderers
 
 SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 
@@ -39,10 +37,6 @@ def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
 def natural_key(text: str) -> tuple[object, ...]:
     """Sort key that puts ``rank2.log`` before ``rank10.log``."""
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
-
-
-def plural(n: int, word: str, many: str | None = None) -> str:
-    return f"{n} {word if n == 1 else (many or word + 's')}"
 
 
 def parse_time(iso: str | None) -> datetime | None:

@@ -1,6 +1,7 @@
 """Strip the prefix layers of one physical log line and keep what they say about its origin.
 
-Layers, outermost first (formats.md §1), each optional, stacked in launcher order:
+Layers, outermost first, each optional, stacked in launcher order (the order
+of ``layer_table.DEPTHS``):
 
 1. terminal escape sequences (ANSI colour ``\\x1b[..m`` and every other CSI/OSC/ESC sequence)
    are removed from the whole line first; trailing CR/LF are dropped;
@@ -10,18 +11,17 @@ Layers, outermost first (formats.md §1), each optional, stacked in launcher ord
    ``ident[pid]: ``), ISO ``2025-10-23T14:02:17.123Z `` (kubectl/CI; followed optionally by a
    syslog ``host ident: ``), dmesg ``[  123.456789] `` (uptime, kept in ``uptime``, not a wall
    time) and ``dmesg -T`` ``[Thu Oct 23 14:02:17 2025] ``;
-3. Slurm ``srun --label``: ``3: ``, ``03: ``, `` 3: ``, het ``P1  3: `` -> ``srun_task``;
+3. the launcher and collector layers declared in ``layers.toml`` (one entry each; see
+   docs/architecture.md): ``kubectl logs --prefix`` ``[pod/<pod>/<container>] `` -> ``host``;
+   Slurm ``srun --label`` ``3: `` -> ``srun_task``; Open MPI / UCX ``[host:pid] `` -> ``host``,
+   ``pid``; Ray driver re-prints ``(Actor pid=N, ip=IP) `` (nested) -> innermost ``pid``, last
+   ``ip``; torchrun tee ``[default3]:`` -> ``local_rank``; ``[rank3]:`` and Open MPI
+   ``--tag-output`` ``[1,3]<stderr>:`` -> global ``rank`` (and ``job``);
 4. pdsh (DeepSpeed multi-node) ``host: `` -> ``host``. Conservative: the token must be an IPv4
    address, or a lower-case hostname with a digit or hyphen (``gpu-node-07``, ``trn12``) that
    is not a tool name (``python3``); a plain lower-case word (``worker``) only when a rank,
    tee or date prefix follows. ``Traceback``, ``ERROR``, ``RuntimeError``, ``torch.X``,
    ``File "x", line 3`` never qualify;
-5. Ray driver re-print ``(Actor pid=N, ip=IP) ``, ``(pid=N) ``, ``(raylet, ip=IP) ``,
-   ``(autoscaler +1m3s) ``, nested any number of times -> innermost ``pid``, last ``ip``,
-   innermost actor name;
-6. torchrun tee ``[default3]:`` / ``[trainer3]:`` (any role; no space after ``]:``) ->
-   ``local_rank``;
-7. ``[rank3]:`` (c10 / Python logger, also ``[rank3]: Traceback`` re-prints) -> global ``rank``;
 8. one terminal producer prefix:
 
    - c10 C++ logger ``[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] ``, ≤2.1
@@ -51,7 +51,7 @@ changed. Message-level prefixes are *read but kept* in the message:
   Justified as a generic rule: torch itself logs ``Rank 0: Completed store-based barrier …``
   with the global rank, Lightning prefixes ``[rank: N]`` with its global rank, and
   ``print(f"Rank {rank}: …")`` is the usual script convention (GF-Bench stdout.log). It is
-  the weakest line evidence: ``correlate.ranks`` prefers every other source.
+  the weakest line evidence: ``attribution.resolve`` prefers every other source.
 
 ``rank_kind`` says where ``rank`` came from: ``prefix`` (``[rankN]:``), ``nccl`` (2.29.2+
 ``[Rank G]`` init line), ``log_dist`` (DeepSpeed), ``app``. Every integer is a non-negative
@@ -65,6 +65,7 @@ from typing import Any
 
 import regex
 
+from nccllog.attribution.layer_table import DECLARED, EARLY, LATE, apply
 from nccllog.ingest import timestamps as ts
 from nccllog.ingest.numbers import INT64_MAX, int64
 from nccllog.ingest.timestamps import PartialTime
@@ -98,6 +99,7 @@ class LineAttrs:
     func: str | None = None  # NCCL 2.30.7 `(func)`, DeepSpeed `:func]`
     logger: str | None = None  # Python logger name `torch.distributed.elastic.multiprocessing.api`
     tee_role: str | None = None  # torchrun role name (`default`, `trainer`)
+    job: int | None = None  # Open MPI job id of `--tag-output`'s `[job,rank]`
     uptime: float | None = None  # dmesg seconds since boot (not a wall time)
 
 
@@ -149,23 +151,6 @@ _DMESG_T = regex.compile(
     r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})\] ",
     _A,
 )
-_SRUN = regex.compile(r"(?:P(?P<het>[0-9]+) +)?(?P<pad> *)(?P<task>[0-9]+): ", _A)
-_RAY = regex.compile(
-    r"\((?:(?P<actor>[^\s()=,]+) )?pid=(?P<pid>[0-9]+)(?:, ip=(?P<ip>[0-9A-Fa-f.:]+))?\) "
-    r"|\((?P<svc>raylet|autoscaler|gcs_server|monitor|dashboard|dashboard_agent|runtime_env_agent|log_monitor)"
-    r"(?:, ip=(?P<ip2>[0-9A-Fa-f.:]+))?(?: \+[0-9hms.]+)?\) ",
-    _A,
-)
-_TEE = regex.compile(r"\[(?P<role>[A-Za-z_][A-Za-z0-9_.\-]*?)(?P<lr>[0-9]+)\]:", _A)
-_RANK = regex.compile(r"\[rank(?P<r>[0-9]+)\]: ?", _A)
-# Open MPI's signal handler `[host:pid] `, UCX's `[host:pid:0:tid] ` / `[host:pid :0:tid] `
-_HOST_PID = regex.compile(
-    r"\[(?P<host>[A-Za-z0-9][^\s:\[\]]{0,120})(?<!\.(?:cc|cpp|cu|py|h|hpp|c)):(?P<pid>[0-9]{1,10})"
-    r"(?: ?:[0-9]{1,10}:(?P<tid>[0-9]{1,10}))?\] ",
-    _A,
-)
-# Open MPI `mpirun --tag-output`: `[jobid,rank]<stdout>:` (the MPI rank is the global rank)
-_MPI_TAG = regex.compile(r"\[(?P<job>[0-9]+),(?P<r>[0-9]+)\]<(?:stdout|stderr|stddiag)>: ?", _A)
 _C10 = regex.compile(
     r"\[(?P<lvl>[FEWIV])(?:(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{9}|[0-9]{6})"
     r"(?: (?P<num>[0-9]+))?)? ?(?P<src>[^\s\]:]+:[0-9]+)\] ?",
@@ -297,7 +282,7 @@ def parse_line(text: str) -> LineAttrs:
 
 
 # Layers a launcher adds to every physical line of a child's output (not the child's own logger).
-LAUNCHER_LAYERS = frozenset({"srun", "pdsh", "ray", "tee"})
+LAUNCHER_LAYERS = frozenset({"pdsh", *(layer.name for layer in DECLARED if layer.launcher)})
 
 
 def launcher_prefix(text: str) -> str:
@@ -406,7 +391,6 @@ def _set_rank(d: dict[str, Any], rank: int | None, kind: str) -> None:
         d["rank"], d["rank_kind"] = rank, kind
 
 
-# Stages: 0 start, 1 time/host layer, 3 srun/pdsh, 4 Ray, 5 tee, 6 [rankN]:
 def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0) -> int:
     pos, n, stage = start, len(s), 0
     done: set[str] = set()
@@ -422,18 +406,12 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                 bar = s.find("%|", pos) >= 0 or s.find("it [", pos) >= 0
                 continue
         c = s[pos]
+        hit = apply(EARLY, s, pos, stage, done, st, layers)
+        if hit is not None:
+            pos, stage = hit
+            continue
         if c == "[":
             c1 = s[pos + 1 : pos + 2]
-            if (c1 == "r" or c1.isdigit()) and c1 and stage <= 5 and "rank" not in done:
-                # `[rank3]:` (torch) or `[1,3]<stdout>:` (Open MPI --tag-output): the global rank
-                layer, rx = ("rank", _RANK) if c1 == "r" else ("mpi", _MPI_TAG)
-                m = rx.match(s, pos)
-                if m:
-                    _set_rank(st, _int(m.group("r")), "prefix")
-                    layers.append(layer)
-                    done.add("rank")
-                    pos, stage = m.end(), 6
-                    continue
             if c1 in "FEWIV" and c1:
                 m = _C10.match(s, pos)
                 if m:
@@ -456,16 +434,10 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                     st["level"] = m.group("lvl")
                     layers.append("c10")
                     return m.end()
-            if stage <= 3 and c1.isalnum() and "pdsh" not in done:
-                m = _HOST_PID.match(s, pos)
-                if m:
-                    st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
-                    if m.group("tid"):
-                        st["tid"] = _int(m.group("tid"))
-                    layers.append("hostpid")
-                    done.add("pdsh")
-                    pos, stage = m.end(), 3
-                    continue
+            hit = apply(LATE, s, pos, stage, done, st, layers)
+            if hit is not None:
+                pos, stage = hit
+                continue
             if c1.isdigit() and c1:
                 m = _BRACKET_DATE.match(s, pos)
                 if m and "date" not in done:
@@ -503,28 +475,8 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                     layers.append("dmesg")
                     pos, stage = m.end(), 1
                     continue
-            if stage <= 4 and "tee" not in done:
-                m = _TEE.match(s, pos)
-                if m and m.group("role") != "rank":
-                    st["local_rank"], st["tee_role"] = _int(m.group("lr")), m.group("role")
-                    layers.append("tee")
-                    done.add("tee")
-                    pos, stage = m.end(), 5
-                    continue
             break
         if c == "(":
-            if stage <= 4:
-                m = _RAY.match(s, pos)
-                if m:
-                    if m.group("pid") is not None:
-                        st["pid"] = _int(m.group("pid"))
-                        st["ray_actor"] = m.group("actor") or st.get("ray_actor")
-                    ip = m.group("ip") or m.group("ip2")
-                    if ip:
-                        st["ip"] = ip
-                    layers.append("ray")
-                    pos, stage = m.end(), 4
-                    continue
             break
         if c == " " and s.startswith(" .. ", pos):
             m = _NCCLTESTS.match(s, pos)
@@ -532,28 +484,19 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                 st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
                 layers.append("nccltests")
                 return m.end()
-        if c.isdigit() or c == " " or c == "P":
-            if stage <= 3 and "srun" not in done:
-                m = _SRUN.match(s, pos)
-                if m:
-                    st["srun_task"] = _int(m.group("task"))
-                    layers.append("srun")
-                    done.add("srun")
-                    pos, stage = m.end(), 3
-                    continue
-            if stage == 0 and c.isdigit():
-                m = _ISO_TS.match(s, pos)
-                if m:
-                    st["time"] = ts.from_iso_match(m)
-                    pos, stage = m.end(), 1
-                    m2 = _SYSLOG_TAIL.match(s, pos)
-                    if m2:
-                        st["host"], st["pid"] = m2.group("host"), _int(m2.group("pid"))
-                        layers.append("syslog")
-                        pos = m2.end()
-                    else:
-                        layers.append("date")
-                    continue
+        if c.isdigit() and stage == 0:
+            m = _ISO_TS.match(s, pos)
+            if m:
+                st["time"] = ts.from_iso_match(m)
+                pos, stage = m.end(), 1
+                m2 = _SYSLOG_TAIL.match(s, pos)
+                if m2:
+                    st["host"], st["pid"] = m2.group("host"), _int(m2.group("pid"))
+                    layers.append("syslog")
+                    pos = m2.end()
+                else:
+                    layers.append("date")
+                continue
         if c.isalnum() or c == ":":
             if "NCCL " in s:
                 m = _NCCL.match(s, pos)
