@@ -161,11 +161,15 @@ def _exit_code(incident: Incident, fail_on: str | None) -> int:
 def _check_inputs(incident: Incident, strict: bool) -> None:
     """Warn about each named input that could not be read (``--strict``: exit 2 instead), and
     refuse an input in which nothing was recognised (its verdict would be an all-clear on nothing)."""
+    from nccllog.parts import REJECTED
     from nccllog.render.view import clean
 
     bad = [s for s in incident.coverage.skipped if unreadable(s.reason)]
     for s in bad:
         click.echo(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}", err=True)
+    for s in incident.coverage.skipped:
+        if s.reason.startswith(REJECTED):  # a .parquet given as a part that is not one
+            click.echo(f"nccllog: skipped {clean(s.source, 200)}: {clean(s.reason, 300)}", err=True)
     if strict and bad:
         _fail(
             f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
@@ -478,6 +482,104 @@ def _run(
         traceback=traceback,
     )
     sys.exit(_exit_code(incident, fail_on))
+
+
+def _shard(value: str | None) -> tuple[int, int] | None:
+    """``i/N`` -> (i, N), 0 <= i < N."""
+    if value is None:
+        return None
+    m = re.fullmatch(r"(\d{1,6})/(\d{1,6})", value.strip())
+    if not m or not 0 <= int(m.group(1)) < int(m.group(2)):
+        _fail(f"--shard {value!r}: expected i/N with 0 <= i < N, e.g. 0/8 (see 'nccllog extract --help')")
+    return int(m.group(1)), int(m.group(2))
+
+
+@main.command("extract")
+@click.argument("inputs", nargs=-1, required=True)
+@click.option(
+    "--output", "-o", required=True, type=click.Path(dir_okay=False), help="The part to write (.parquet)."
+)
+@click.option(
+    "--shard", help="i/N: read only every N-th input file (by sorted name), from the i-th (0-based)."
+)
+@click.option(
+    "--prefix",
+    help="Put this before every file name (e.g. the node's name), so that nodes writing"
+    " the same local paths stay apart.",
+)
+@click.option(
+    "--patterns",
+    "pattern_dirs",
+    multiple=True,
+    type=click.Path(),
+    help="Add a directory of patterns (give the same to analyze).",
+)
+@click.option(
+    "--max-decompressed",
+    type=click.IntRange(min=0),
+    default=8 * 1024**3,
+    show_default=True,
+    help="Read at most this many decompressed bytes per compressed file or archive member.",
+)
+@click.option(
+    "--max-total-decompressed",
+    type=click.IntRange(min=0),
+    default=32 * 1024**3,
+    show_default=True,
+    help="Read at most this many decompressed bytes over all compressed inputs together.",
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no notes on stderr (errors only).")
+@click.option("--strict", is_flag=True, help="Exit 2 when an input named cannot be read.")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors.")
+def extract_cmd(
+    inputs: Sequence[str],
+    output: str,
+    shard: str | None,
+    prefix: str | None,
+    pattern_dirs: Sequence[str],
+    max_decompressed: int,
+    max_total_decompressed: int,
+    quiet: bool,
+    strict: bool,
+    traceback: bool,
+) -> None:
+    """Read some of a job's logs (files, directories, globs, archives, -) into one part: the
+    candidate lines, per-file coverage and dumps, a small Parquet file. Then analyse all the
+    parts together: nccllog analyze part-*.parquet (docs/scale.md)."""
+    from nccllog import parts
+
+    stdin = _stdin_stream() if "-" in inputs else None
+    with _progress(not quiet) as progress:
+        got = _guarded(
+            parts.extract,
+            traceback,
+            list(inputs),
+            patterns=list(pattern_dirs),
+            shard=_shard(shard),
+            prefix=prefix,
+            stdin=stdin,
+            max_decompressed=max_decompressed,
+            max_total_decompressed=max_total_decompressed,
+            progress=progress,
+        )
+    skipped = [*got.skipped, *(s for st in got.read.stats for s in st.skipped)]
+    bad = [s for s in skipped if unreadable(s.reason)]
+    for s in skipped:
+        if unreadable(s.reason) or s.reason.startswith(parts.REJECTED):
+            click.echo(f"nccllog: skipped {clean(s.source, 200)}: {clean(s.reason, 300)}", err=True)
+    if strict and bad:
+        _fail(
+            f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
+        )
+    size = _guarded(parts.write_part, traceback, got, output)
+    if not quiet:
+        read = sum(st.bytes for st in got.read.stats)
+        share = f", {100 * size / read:.2f}% of {_size(read)} read" if read else ""
+        click.echo(
+            f"nccllog: wrote part {clean(output)}: {len(got.read.stats)} file(s), "
+            f"{got.read.lines.height} candidate line(s), {len(got.dumps)} dump(s), {_size(size)}{share}",
+            err=True,
+        )
 
 
 @main.command("lines")
