@@ -139,6 +139,7 @@ def extract(
     inputs: Sequence[str | Path],
     *,
     patterns: Sequence[str | Path] = (),
+    library: Library | None = None,
     shard: tuple[int, int] | None = None,
     prefix: str | None = None,
     stdin: bytes | IO[bytes] | None = None,
@@ -151,9 +152,10 @@ def extract(
     ``shard=(i, n)`` reads only the i-th of n shares of the input files (0 <= i < n): every n-th
     file of the files sorted by name, starting at the i-th, so n array tasks given the same inputs
     read every file once. ``prefix`` goes before every file name (``node7/logs/rank_3.log``), for
-    nodes that write the same local paths. ``patterns`` must be those the analysis will use.
+    nodes that write the same local paths. ``patterns`` (or a loaded ``library``) must be those the
+    analysis will use.
     """
-    library = load_library(list(patterns))
+    library = library or load_library(list(patterns))
     sources, skipped = expand_inputs(inputs, stdin=stdin)
     if shard is not None:
         i, n = shard
@@ -366,7 +368,8 @@ def _read(src: Source, keywords: str) -> Extraction:
     schema = dict(pl.read_parquet_schema(where))
     if TABLE not in schema:
         raise _Corrupt(f"a Parquet file without a '{TABLE}' column (not written by nccllog extract)")
-    if schema.get("part.version") == pl.Int64:
+    version = schema.get("part.version")
+    if version is not None and version.is_integer():  # any later version says which it is
         versions = pl.read_parquet(_rewind(where), columns=["part.version"]).get_column("part.version")
         found = sorted({v for v in versions.to_list() if v is not None})
         if found and found != [PART_VERSION]:
