@@ -582,6 +582,106 @@ def extract_cmd(
         )
 
 
+@contextmanager
+def _node_progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
+    """A progress bar of nodes done, on stderr (only on a terminal)."""
+    if not enabled or not _isatty(sys.stderr):
+        yield None
+        return
+    from rich.console import Console
+    from rich.progress import BarColumn, MofNCompleteColumn, Progress, TextColumn, TimeElapsedColumn
+
+    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
+    bar = Progress(
+        TextColumn("extracting on nodes"),
+        BarColumn(),
+        MofNCompleteColumn(),
+        TimeElapsedColumn(),
+        console=console,
+    )
+    task = bar.add_task("nodes", total=None)
+
+    def update(done: int, total: int) -> None:
+        bar.update(task, completed=done, total=total)
+
+    with bar:
+        yield update
+
+
+@main.command("ray-extract")
+@click.argument("paths", nargs=-1)
+@click.option(
+    "--output-dir",
+    "-o",
+    required=True,
+    type=click.Path(file_okay=False),
+    help="Write one part per node here.",
+)
+@click.option("--address", help="The Ray cluster to use (default: the running one, as ray.init('auto')).")
+@click.option("--ray-logs/--no-ray-logs", default=True, show_default=True, help="Read Ray's worker logs.")
+@click.option(
+    "--torch-dumps/--no-torch-dumps",
+    default=True,
+    show_default=True,
+    help="Read Flight Recorder dumps under ~/.cache/torch and the TORCH_*_TEMP_FILE prefixes.",
+)
+@click.option(
+    "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
+)
+@click.option("--quiet", "-q", is_flag=True, help="No progress bar and no notes on stderr (errors only).")
+@click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors.")
+def ray_extract_cmd(
+    paths: Sequence[str],
+    output_dir: str,
+    address: str | None,
+    ray_logs: bool,
+    torch_dumps: bool,
+    pattern_dirs: Sequence[str],
+    quiet: bool,
+    traceback: bool,
+) -> None:
+    """Extract on every alive node of a Ray cluster (one task pinned to each node) the logs it
+    holds: PATHS (the same paths on every node), the node's NCCLLOG_LOGS, Ray's worker logs and
+    Flight Recorder dumps; writes one part per node to --output-dir. Then: nccllog analyze DIR."""
+    from nccllog import ray_extract as rx
+
+    _guarded(rx.require_ray, traceback)
+    with _node_progress(not quiet) as progress:
+        got = _guarded(
+            rx.ray_extract,
+            traceback,
+            list(paths),
+            ray_logs=ray_logs,
+            torch_dumps=torch_dumps,
+            patterns=list(pattern_dirs),
+            address=address,
+            progress=progress,
+        )
+    out = Path(output_dir)
+    _guarded(out.mkdir, traceback, parents=True, exist_ok=True)
+    written = 0
+    for part in got:
+        if part.data is None:
+            click.echo(
+                f"nccllog: warning: node {clean(part.node_id)}: extraction failed: {clean(part.error or '')}",
+                err=True,
+            )
+            continue
+        name = out / f"part-{re.sub(r'[^A-Za-z0-9._-]', '_', part.host)}-{part.node_id[:8]}.parquet"
+        _guarded(name.write_bytes, traceback, part.data)
+        written += 1
+    if not written:
+        _fail(f"no node returned a part ({len(got)} node(s) tried)")
+    if not quiet:
+        files, lines = sum(p.files for p in got), sum(p.lines for p in got)
+        read = sum(p.bytes_read for p in got)
+        click.echo(
+            f"nccllog: wrote {written} part(s) to {clean(output_dir)} ({files} file(s), {lines} candidate"
+            f" line(s), {_size(read)} read); next: nccllog analyze {clean(output_dir)}",
+            err=True,
+        )
+
+
 @main.command("lines")
 @click.argument("inputs", nargs=-1, required=True)
 @click.option("--rank", "ranks", type=int, multiple=True, help="Only lines of this global rank (repeatable).")
