@@ -8,7 +8,8 @@ node's ``ray start`` runs), the paths ``node_paths`` maps its node id to, Ray's 
 of the current session (``<temp dir>/session_latest/logs/worker-*.out|err``), and Flight Recorder
 dumps (files naming a rank under ``~/.cache/torch``, or at the ``TORCH_FR_DUMP_TEMP_FILE`` /
 ``TORCH_NCCL_DEBUG_INFO_TEMP_FILE`` prefix). File names are prefixed with the node's host name,
-so nodes that write the same local paths stay apart.
+so nodes that write the same local paths stay apart. nccllog (and any ``patterns`` directories)
+must be installed (readable) on every node.
 """
 
 from __future__ import annotations
@@ -17,7 +18,7 @@ import glob
 import os
 import socket
 from collections.abc import Callable, Mapping, Sequence
-from dataclasses import dataclass, field
+from dataclasses import dataclass
 from pathlib import Path
 from typing import Any
 
@@ -48,7 +49,7 @@ class _Plan:
     ray_logs: bool
     torch_dumps: bool
     patterns: tuple[str, ...] = ()
-    extra: tuple[str, ...] = field(default=())
+    extra: tuple[str, ...] = ()  # this node's own paths (``node_paths``)
 
 
 def require_ray() -> Any:
@@ -80,8 +81,28 @@ def ray_extract(
     ray = require_ray()
     from ray.util.scheduling_strategies import NodeAffinitySchedulingStrategy
 
-    if not ray.is_initialized():
+    started = not ray.is_initialized()
+    if started:
         ray.init(address=address or "auto", logging_level="ERROR", log_to_driver=False)
+    try:
+        return _run(
+            ray, NodeAffinitySchedulingStrategy, paths, node_paths, ray_logs, torch_dumps, patterns, progress
+        )
+    finally:
+        if started:  # connected here: leave the cluster as it was found
+            ray.shutdown()
+
+
+def _run(
+    ray: Any,
+    affinity: Any,
+    paths: Sequence[str],
+    node_paths: Mapping[str, Sequence[str]] | None,
+    ray_logs: bool,
+    torch_dumps: bool,
+    patterns: Sequence[str],
+    progress: Callable[[int, int], None] | None,
+) -> list[NodePart]:
     nodes = sorted((n for n in ray.nodes() if n.get("Alive")), key=lambda n: n["NodeID"])
     task = ray.remote(num_cpus=0, max_retries=0)(extract_here)
     pending: dict[Any, str] = {}
@@ -93,7 +114,7 @@ def ray_extract(
             patterns=tuple(str(p) for p in patterns),
             extra=tuple((node_paths or {}).get(node["NodeID"], ())),
         )
-        strategy = NodeAffinitySchedulingStrategy(node_id=node["NodeID"], soft=False)
+        strategy = affinity(node_id=node["NodeID"], soft=False)
         pending[task.options(scheduling_strategy=strategy).remote(plan)] = node["NodeID"]
     out: list[NodePart] = []
     if progress is not None:

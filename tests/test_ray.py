@@ -72,6 +72,13 @@ def test_ray_extract_on_a_two_node_cluster(tmp_path: Path) -> None:
         assert len(got) == 2 and all(p.data for p in got) and seen[-1] == (2, 2)
         assert sorted(p.files for p in got) == sorted(len(_extract([str(d)]).read.stats) for d in dirs)
         assert {p.inputs for p in got} == {(str(d),) for d in dirs}
+        # a per-node mapping adds paths on that node only
+        extra = tmp_path / "extra"
+        extra.mkdir()
+        (extra / "rank_0.log").write_text("[rank0]:NCCL version 2.21.5+cuda12.4\n")
+        target = got[0].node_id
+        mapped = rx.ray_extract([], node_paths={target: [str(extra)]}, ray_logs=False, torch_dumps=False)
+        assert {p.node_id: p.inputs[0] for p in mapped}[target] == str(extra)
         res = CliRunner().invoke(
             main, ["ray-extract", "--no-ray-logs", "--no-torch-dumps", "-o", str(tmp_path / "parts")]
         )
