@@ -382,3 +382,11 @@ def test_a_part_inside_an_archive_is_named_not_read(tmp_path: Path) -> None:
     (tmp_path / "rank_0.log").write_text("[rank0]:NCCL version 2.21.5+cuda12.4\n")
     incident = _analyze([str(tmp_path / "parts.tar"), str(tmp_path / "rank_0.log")])
     assert any("inside an archive" in s.reason for s in incident.coverage.skipped)
+
+
+def test_parts_merge_into_a_part(tmp_path: Path) -> None:
+    files = write_tree(tmp_path, 6, 3, 2, dumps=True)
+    for i in range(2):
+        parts.write_part(_extract(files, shard=(i, 2)), tmp_path / f"p{i}.parquet")
+    both = _extract([str(tmp_path / "p0.parquet"), str(tmp_path / "p1.parquet")])
+    _same_reading(_extract(files), both)
