@@ -9,6 +9,7 @@ The library API::
     incident.events                                  # polars DataFrame: one row per matched line
     html = nccllog.render(incident, "html")          # "text" | "markdown" | "html" | "json"
     safe = nccllog.redact(incident)                  # hosts, IPs, users, e-mails, secrets -> aliases
+    nccllog.write_part(nccllog.extract(["logs/"], shard=(0, 8)), "part-0.parquet")  # two phases
 
 Every error nccllog raises on purpose is an ``nccllog.Error`` (``InputError``,
 ``PatternLibraryError``, ``UsageError``; nccllog.errors).
@@ -36,7 +37,9 @@ from nccllog.model import (
     Skipped,
     TimelineEntry,
 )
+from nccllog.parts import extract, write_part
 from nccllog.pipeline import analyze, analyze_text, attribute
+from nccllog.ray_extract import ray_extract as extract_on_ray
 from nccllog.redact import redact, redact_with_map
 from nccllog.render import FORMATS, render
 from nccllog.version import __version__
@@ -66,7 +69,10 @@ __all__ = [
     "analyze",
     "analyze_text",
     "attribute",
+    "extract",
+    "extract_on_ray",
     "redact",
     "redact_with_map",
     "render",
+    "write_part",
 ]

@@ -161,11 +161,15 @@ def _exit_code(incident: Incident, fail_on: str | None) -> int:
 def _check_inputs(incident: Incident, strict: bool) -> None:
     """Warn about each named input that could not be read (``--strict``: exit 2 instead), and
     refuse an input in which nothing was recognised (its verdict would be an all-clear on nothing)."""
+    from nccllog.parts import REJECTED
     from nccllog.render.view import clean
 
     bad = [s for s in incident.coverage.skipped if unreadable(s.reason)]
     for s in bad:
         click.echo(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}", err=True)
+    for s in incident.coverage.skipped:
+        if s.reason.startswith(REJECTED):  # a .parquet given as a part that is not one
+            click.echo(f"nccllog: skipped {clean(s.source, 200)}: {clean(s.reason, 300)}", err=True)
     if strict and bad:
         _fail(
             f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
@@ -570,3 +574,11 @@ def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
         out += ["", "Remediation", *[f"  - {r}" for r in p.remediation]]
     out += ["", "Example", f"  {p.examples[0].line}" if p.examples else "  -", "", f"File: {p.path}"]
     click.echo(clean("\n".join(out), newlines=True))
+
+
+# The two-phase commands (extract, ray-extract) live in their own module; registered here so that
+# `nccllog` lists them.
+from nccllog.cli_scale import extract_cmd, ray_extract_cmd  # noqa: E402
+
+main.add_command(extract_cmd)
+main.add_command(ray_extract_cmd)

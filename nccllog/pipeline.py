@@ -11,6 +11,7 @@ from typing import IO
 
 import polars as pl
 
+from nccllog import parts
 from nccllog.advice import advise
 from nccllog.attribution import resolve
 from nccllog.correlate import flight
@@ -25,7 +26,7 @@ from nccllog.ingest.reader import (
 )
 from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keep, sampled_keywords
+from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keywords
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -61,17 +62,16 @@ def analyze(
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
         raise InputError.nothing(skipped)
-    sources, dumps, refused = flight_dumps.partition(sources)
-    skipped.extend(refused)
-    read = read_sources(
+    # Parts (nccllog extract), dumps and logs, told apart by content; parts merged per file.
+    got = parts.collect(
         sources,
-        prefilter_keywords(lib),
-        sampled=sampled_keywords(lib),
-        keep=sampled_keep(lib),
+        skipped,
+        lib,
         max_decompressed=max_decompressed,
         max_total_decompressed=max_total_decompressed,
         progress=progress,
     )
+    read, dumps, skipped = got.read, list(got.dumps), list(got.skipped)
     if not dumps and not any(st.lines or not st.skipped for st in read.stats):
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
         raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])

@@ -30,16 +30,22 @@ LEVELS: dict[str, int] = {
     "redact": 8,
     "render": 9,
     # the entry points
+    "parts": 6,  # reads candidate lines like ingest, checked against the pattern library's keywords
     "pipeline": 10,
+    "ray_extract": 10,
     "cli": 11,
     "__init__": 12,
     "__main__": 13,
 }
 
 
+# The command line is one unit in two files (cli.py registers cli_scale.py's commands).
+SAME_UNIT = {"cli_scale": "cli"}
+
+
 def _unit(path: Path) -> str:
     rel = path.relative_to(ROOT).with_suffix("")
-    return rel.parts[0]
+    return SAME_UNIT.get(rel.parts[0], rel.parts[0])
 
 
 def _imports(path: Path) -> list[tuple[int, str]]:
@@ -69,7 +75,8 @@ def _target(module: str) -> str:
     parts = module.split(".")
     if len(parts) == 1:
         return "__init__"
-    return parts[1] if parts[1] in LEVELS else "__init__"
+    name = SAME_UNIT.get(parts[1], parts[1])
+    return name if name in LEVELS else "__init__"
 
 
 def test_every_unit_has_a_level() -> None:

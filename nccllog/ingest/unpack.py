@@ -50,6 +50,7 @@ MAGIC: tuple[tuple[str, Callable[[bytes], bool]], ...] = (
     ("zstd", lambda h: h[:4] == b"\x28\xb5\x2f\xfd"),
     ("zip", lambda h: h[:4] in (b"PK\x03\x04", b"PK\x05\x06")),
     ("tar", _tar),
+    ("parquet", lambda h: h[:4] == b"PAR1"),  # an nccllog part (nccllog.parts reads it, before the reader)
 )
 COMPRESSED = ("gzip", "bzip2", "xz")
 ARCHIVES = ("zip", "tar")
@@ -312,6 +313,21 @@ def _open_zstd(
     )
 
 
+def _open_parquet(
+    name: str, kind: str, stream: IO[bytes], budget: Budget, depth: int, in_archive: bool
+) -> Iterator[Leaf]:
+    # Parts given as files are read by nccllog.parts before any text is; one that gets here was
+    # compressed, in an archive or on standard input.
+    yield Leaf(
+        name,
+        None,
+        [
+            "Parquet data (an nccllog part?) inside an archive, compressed or on standard"
+            " input; not read (give the .parquet file itself)"
+        ],
+    )
+
+
 def _member_name(archive: str, member: str) -> str:
     """``archive/member`` with ``.``, ``..`` and empty parts dropped (names are only ever shown)."""
     raw = member.encode("utf-8", "surrogateescape").decode("utf-8", "backslashreplace")
@@ -424,4 +440,5 @@ _OPENERS: dict[str, Opener] = {
     "zstd": _open_zstd,
     "tar": _open_tar,
     "zip": _open_zip,
+    "parquet": _open_parquet,
 }
