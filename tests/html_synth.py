@@ -75,7 +75,10 @@ def job(world: int, culprit: int | None = None) -> Incident:
             )
         ranks.append(info)
     collectives = tuple(_with_elapsed(c, ev, crashed) for c in base.collectives)
-    return dataclasses.replace(base, events=ev, ranks=tuple(ranks), collectives=collectives)
+    timeline = tuple(e for e in base.timeline if not (e.rank in crashed and e.severity == "error"))
+    return dataclasses.replace(
+        base, events=ev, ranks=tuple(ranks), collectives=collectives, timeline=timeline
+    )
 
 
 def _with_elapsed(c: CollectiveRow, ev: pl.DataFrame, crashed: set[int]) -> CollectiveRow:

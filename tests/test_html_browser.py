@@ -99,3 +99,18 @@ def test_report_renders_in_chromium(tmp_path: Path, world: int) -> None:
         Path(target).mkdir(parents=True, exist_ok=True)
         for f in tmp_path.glob("report-*"):
             shutil.copy(f, Path(target) / f.name)
+
+
+def test_evidence_link_opens_its_excerpt(tmp_path: Path) -> None:
+    """Following a link to a raw line inside a closed excerpt opens it (the line is the :target)."""
+    html = render(job(8), "html")
+    closed = re.search(r'<details class="excerpt-box">.*?id="(l-[a-z0-9-]+)"', html, re.S)
+    assert closed is not None
+    page = tmp_path / "report.html"
+    page.write_text(html, encoding="utf-8")
+    profile = tmp_path / "profile"
+    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}"]
+    url = f"{page.as_uri()}#{closed.group(1)}"
+    dom = subprocess.run([*cmd, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+    at = dom.index(f'id="{closed.group(1)}"')
+    assert dom[dom.rindex("<details", 0, at) :].startswith('<details class="excerpt-box" open')

@@ -144,10 +144,10 @@ def _label(ranks: Sequence[int]) -> tuple[str, str]:
     return f"{len(ranks)} ranks", view.rank_ranges(ranks, 2)
 
 
-def _fit(sub: str, label: str) -> str:
+def fit_sub(sub: str, label: str, label_w: int = LABEL_W) -> str:
     """``sub`` cut to the room the label leaves in the label column (about 7 px a label character
     at 12 px, 5.8 px a sub-label character at 10 px)."""
-    room = int((LABEL_W - 20 - 7 * len(label)) / 5.8)
+    room = int((label_w - 20 - 7 * len(label)) / 5.8)
     return sub if len(sub) <= room else sub[: max(room - 1, 0)].rstrip(" ,") + "…"
 
 
@@ -215,7 +215,7 @@ def _chart(
             Row(
                 y=TOP + 12 + k * ROW_H,
                 label=label,
-                sub=_fit(sub_state if len(ranks) == 1 else sub, label),
+                sub=fit_sub(sub_state if len(ranks) == 1 else sub, label),
                 title=title_,
                 culprit=any(i.culprit for i in band),
                 segs=segs,

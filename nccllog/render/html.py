@@ -31,7 +31,7 @@ MAX_LANES = 40
 MAX_RANK_ROWS = 64
 FULL_RANK_TABLE_LIMIT = 1024  # past this the ranks are in the JSON report only: the page stays small
 SVG_WIDTH = 1100
-LABEL_W = 190
+LABEL_W = 230
 LANE_H = 20
 SEVERITY_COLOR = {"info": "#8a94a6", "warning": "#d08a00", "error": "#d0342c", "critical": "#8b0000"}
 SEVERITY_R = {"info": 3.0, "warning": 4.0, "error": 5.0, "critical": 6.0}
@@ -243,7 +243,8 @@ def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[st
             {
                 "y": y,
                 "label": lane.label,
-                "sub": lane.sub,
+                "sub": charts.fit_sub(lane.sub, lane.label, LABEL_W),
+                "full": f"{lane.label} {lane.sub}",
                 "culprit": lane.culprit,
                 "odd": lane.odd,
                 "marks": marks,
