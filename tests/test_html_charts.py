@@ -60,8 +60,11 @@ def test_last_heard_rank_without_time_has_a_row() -> None:
     ranks = tuple(dataclasses.replace(r, last_time=None) if r.rank == 5 else r for r in inc.ranks)
     c = charts.last_heard(dataclasses.replace(inc, ranks=ranks))
     assert c is not None
-    row = next(r for r in c.rows if r.label == "rank 5")
-    assert row.note == "no time" and not row.segs
+    row = c.rows[0]  # the culprit's row comes first even without a time
+    assert row.label == "rank 5" and row.note == "no time" and not row.segs
+    ranks = tuple(dataclasses.replace(r, last_time=None) if r.rank == 2 else r for r in inc.ranks)
+    c = charts.last_heard(dataclasses.replace(inc, ranks=ranks))
+    assert c is not None and c.rows[-1].label == "rank 2"  # another rank's comes last
 
 
 def test_gantt_starts_at_elapsed_and_ends_at_the_watchdog(small: Incident) -> None:

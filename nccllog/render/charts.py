@@ -244,10 +244,12 @@ def last_heard(incident: Incident) -> Chart | None:
         _Item(rank, clean(info.status, 40) or "no status", axis.x(t), axis.x(t), rank in culprits)
         for rank, (t, info) in sorted(heard.items())
     ]
-    # ranks with lines but no time on any of them: rows of their own, no bar, placed past the
-    # right end so that they come last
+    # ranks with lines but no time on any of them: rows of their own, no bar; a culprit's first,
+    # the others' last (placed before the left or past the right end)
     no_time = [r.rank for r in incident.ranks if r.rank not in heard]
-    items += [_Item(r, NO_TIME, WIDTH, WIDTH, r in culprits) for r in no_time]
+    for r in no_time:
+        x = -1.0 if r in culprits else float(WIDTH)
+        items.append(_Item(r, NO_TIME, x, x, r in culprits))
     bands, left = _bands(items, MAX_ROWS)
     fail_x = axis.x(zero)
     rows: list[_RowSpec] = []
