@@ -20,17 +20,18 @@ from datetime import datetime, timedelta
 from typing import Any
 
 import jinja2
+from markupsafe import Markup
 
 from nccllog.model import Incident, RankInfo, TimelineEntry
-from nccllog.render import view
+from nccllog.render import charts, view
 from nccllog.text_safety import clean
 from nccllog.version import __version__
 
 MAX_LANES = 40
 MAX_RANK_ROWS = 64
-FULL_RANK_TABLE_LIMIT = 4096
+FULL_RANK_TABLE_LIMIT = 1024  # past this the ranks are in the JSON report only: the page stays small
 SVG_WIDTH = 1100
-LABEL_W = 190
+LABEL_W = 230
 LANE_H = 20
 SEVERITY_COLOR = {"info": "#8a94a6", "warning": "#d08a00", "error": "#d0342c", "critical": "#8b0000"}
 SEVERITY_R = {"info": 3.0, "warning": 4.0, "error": 5.0, "critical": 6.0}
@@ -58,6 +59,8 @@ def _finalize(value: object) -> object:
     """Every ``{{ }}`` of the template passes here before autoescaping: a string from a log or a
     file name that a helper above forgot to clean still shows its control, escape and bidi
     characters as visible escapes (cleaning is idempotent, so cleaned text is unchanged)."""
+    if isinstance(value, Markup):  # a macro's output: the template's own markup, already escaped
+        return value
     return clean(value, newlines=True) if isinstance(value, str) else value
 
 
@@ -240,7 +243,8 @@ def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[st
             {
                 "y": y,
                 "label": lane.label,
-                "sub": lane.sub,
+                "sub": charts.fit_sub(lane.sub, lane.label, LABEL_W),
+                "full": f"{lane.label} {lane.sub}",
                 "culprit": lane.culprit,
                 "odd": lane.odd,
                 "marks": marks,
@@ -335,8 +339,11 @@ def _context(incident: Incident) -> dict[str, Any]:
         a = view.anchor_id(source, line)
         return "#" + a if a in anchors else None
 
+    context = charts.evidence_context(incident, v.evidence)
     evidence = [
         {
+            "id": f"ev-{k + 1}",
+            "context": context[k],
             "where": f"{e.source}:{e.line}",
             "href": link(e.source, e.line),
             "rank": e.rank,
@@ -345,7 +352,7 @@ def _context(incident: Incident) -> dict[str, Any]:
             "text": clean(e.text, 4000),
             "note": clean(e.note, 500),
         }
-        for e in v.evidence
+        for k, e in enumerate(v.evidence)
     ]
     hypotheses = [
         {
@@ -419,6 +426,7 @@ def _context(incident: Incident) -> dict[str, Any]:
                 "notes": [clean(n, 300) for n in g.notes],
             }
         )
+    skews, skews_hidden = charts.skew(incident)
     env = incident.environment
     counts = view.finding_counts(incident)
     c = incident.coverage
@@ -447,6 +455,10 @@ def _context(incident: Incident) -> dict[str, Any]:
         ],
         "hypotheses": hypotheses,
         "svg": timeline_svg(incident, anchors),
+        "last_heard": charts.last_heard(incident),
+        "gantt": charts.stuck_gantt(incident),
+        "skews": skews,
+        "skews_hidden": skews_hidden,
         "timeline": timeline_rows,
         "timeline_before": before,
         "timeline_after": after,
@@ -540,5 +552,34 @@ def _unfold(g: view.Grid) -> list[view.GridRow]:
     return sorted(rows, key=lambda r: r.ranks[0])
 
 
+NAV = (
+    ("verdict", "Verdict", "title"),
+    ("evidence", "Evidence", "evidence"),
+    ("charts", "Who stopped", "charts"),
+    ("todo", "What to do", "todo"),
+    ("timeline", "Timeline", "title"),
+    ("collectives", "Collectives", "grids"),
+    ("ranks", "Ranks", "ranks"),
+    ("hypotheses", "Alternatives", "hypotheses"),
+    ("findings", "Findings", "findings"),
+    ("environment", "Environment", "title"),
+    ("coverage", "Coverage", "title"),
+    ("excerpts", "Raw lines", "excerpts"),
+)
+
+
+def _nav(ctx: dict[str, Any]) -> list[tuple[str, str]]:
+    """The section links at the top: the sections this report has, in page order."""
+    ctx = {
+        **ctx,
+        "charts": ctx["last_heard"] or ctx["gantt"] or ctx["skews"],
+        "todo": ctx["remediation"] or ctx["advice"] or ctx["collect_next_time"],
+    }
+    return [(id_, name) for id_, name, key in NAV if ctx[key]]
+
+
 def render_html(incident: Incident) -> str:
-    return _env().get_template("report.html.j2").render(**_context(incident))
+    ctx = _context(incident)
+    ctx["nav"] = _nav(ctx)
+    ctx["has_context"] = any(len(e["context"]) > 1 for e in ctx["evidence"])
+    return _env().get_template("report.html.j2").render(**ctx)

@@ -377,10 +377,18 @@ class Grid:
     notes: tuple[str, ...] = ()
 
 
-def _cell(row: CollectiveRow, rank: int, op: str | None, numel: tuple[int | None, int | None] | None) -> str:
-    if rank not in row.expected and rank not in row.reporters:
+def _cell(
+    row: CollectiveRow,
+    rank: int,
+    op: str | None,
+    numel: tuple[int | None, int | None] | None,
+    members: frozenset[int],
+    silent: frozenset[int],
+) -> str:
+    # members/silent: the row's expected+reporters and silent ranks as sets (thousands of ranks)
+    if rank not in members:
         return ABSENT
-    if rank in row.silent:
+    if rank in silent:
         return SILENT
     if op is not None and row.ops.get(rank, op) != op:
         return MISMATCH
@@ -412,8 +420,9 @@ def collective_grids(incident: Incident, max_seqs: int = 16, max_rows: int = 24)
             numel_counts = Counter(c.numel.values())
             numel = numel_counts.most_common(1)[0][0] if numel_counts else None
             ops.append(op or c.op or "?")
+            members, silent = frozenset((*c.expected, *c.reporters)), frozenset(c.silent)
             for r in ranks:
-                states[r].append(_cell(c, r, op, numel))
+                states[r].append(_cell(c, r, op, numel, members, silent))
         folded: dict[tuple[str, ...], list[int]] = defaultdict(list)
         for r in ranks:
             folded[tuple(states[r])].append(r)
