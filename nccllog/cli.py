@@ -19,6 +19,7 @@ from typing import IO, Any, NoReturn, TextIO
 import click
 
 from nccllog.advice import explain_setting
+from nccllog.attribution.paste import unwrap_fixed_width
 from nccllog.errors import Error, PatternLibraryError
 from nccllog.ingest.sources import unreadable
 from nccllog.match.library import load_library
@@ -295,7 +296,7 @@ def unquote_paste(data: bytes) -> bytes:
     filled = [ln for ln in lines if ln.strip()]
     if filled and sum(ln.startswith(b">") for ln in filled) * 2 >= len(filled):
         lines = [ln[2:] if ln.startswith(b"> ") else ln[1:] if ln.startswith(b">") else ln for ln in lines]
-    return b"\n".join(_unwrap(lines))
+    return b"\n".join(_unwrap(unwrap_fixed_width(lines)))
 
 
 def _unwrap(lines: list[bytes]) -> list[bytes]:

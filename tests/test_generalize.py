@@ -321,3 +321,42 @@ def test_one_colliding_pair_among_many_is_named() -> None:
     v = nccllog.analyze_text(text).verdict
     assert v.category == "init_failure"
     assert v.culprit_ranks == (5, 6)
+
+
+def _hard_wrap(records: list[str], width: int) -> str:
+    """What a terminal captured at a fixed width gives: pieces of ``width`` characters, the last
+    one padded with spaces."""
+    out = []
+    for rec in records:
+        pieces = [rec[i : i + width] for i in range(0, len(rec), width)]
+        out += [p.ljust(width) for p in pieces]
+    return "\n".join(out) + "\n"
+
+
+def test_a_hard_wrapped_paste_is_joined_back() -> None:
+    records = [
+        f"[rank3]:[E0611 08:12:{10 + i}.52341{i}123 ProcessGroupNCCL.cpp:632] [Rank 3] Watchdog caught collective "
+        f"operation timeout: WorkNCCL(SeqNum=9120, OpType=ALLREDUCE, NumelIn=262144, NumelOut=262144, "
+        f"Timeout(ms)=1800000) ran for 180003{i} milliseconds before timing out."
+        for i in range(3)
+    ]
+    pasted = _hard_wrap(records, 96).encode()
+    joined = [ln for ln in unquote_paste(pasted).decode().split("\n") if ln.strip()]
+    assert joined == records
+    assert len(unquote_paste(pasted).split(b"\n")) == len(pasted.split(b"\n"))  # line numbers kept
+
+
+def test_lines_of_one_length_that_are_records_stay_apart() -> None:
+    rec = "[rank{}]:[E0611 08:12:10.523411123 ProcessGroupNCCL.cpp:1671] [PG ID 0 PG GUID 0(default_pg) Rank {}] Timeout at NCCL work: 88, last enqueued NCCL work: 88, last completed NCCL work: 87."
+    text = "\n".join(rec.format(r, r) for r in range(4)) + "\n"
+    assert unquote_paste(text.encode()).decode() == text
+
+
+def test_a_stuck_watchdog_alone_names_no_rank_without_others() -> None:
+    line = (
+        "[rank6]:[E0429 10:41:07.118273645 ProcessGroupNCCL.cpp:1743] [PG ID 0 PG GUID 0(default_pg) Rank 6] "
+        "ProcessGroupNCCL's watchdog got stuck for 480 seconds without making progress in monitoring enqueued "
+        "collectives."
+    )
+    v = nccllog.analyze_text(line + "\n").verdict
+    assert v.culprit_ranks == ()

@@ -439,6 +439,9 @@ def _heartbeat(ctx: Context) -> Draft | None:
     stuck = sorted(r for r, st in ctx.states.items() if st.heartbeat)
     if not stuck or len(stuck) * 2 > max(len(set(ctx.seen) | set(ctx.world)), 1):
         return None
+    if not ctx.world_known and not set(ctx.seen) - set(stuck):
+        # "only these ranks" needs other ranks to contrast with: their logs, or a printed world size
+        return None
     d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(stuck), kind="heartbeat")
     d.score = S.heartbeat_stuck
     d.summary = (
