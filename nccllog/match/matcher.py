@@ -49,6 +49,8 @@ ALERT_WORDS: tuple[str, ...] = (
 )
 WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
 QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
+MEMO_SIZE = 16384  # distinct messages whose matches are remembered (the memo is cleared when full)
+MEMO_CHARS = 1024  # longer messages are matched afresh (a long one rarely recurs)
 MAX_TEXT = 4000  # characters of the raw line kept in the events table
 _INT64_MAX = 2**63 - 1
 # Seconds the regexes of the patterns may spend on one physical line, all segments and patterns
@@ -151,6 +153,11 @@ def match_lines(
     sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
     bound = _Bound(None if keep_unmatched else KEEP_FIRST)
+    # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
+    # init chatter, the watchdog's lines. What the patterns found in it is computed once.
+    found_memo: dict[
+        tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
+    ] = {}
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -167,12 +174,20 @@ def match_lines(
             if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
                 candidates = [p for p in candidates if p.signal != "error_line"]
-            offset, found, late = _find(candidates, attrs.message, deadline)
-            out_of_time = out_of_time or late
+            memo_key = (attrs.message, tuple(p.id for p in candidates))
+            memo = found_memo.get(memo_key)
+            if memo is None:
+                offset, matches, late = _find(candidates, attrs.message, deadline)
+                out_of_time = out_of_time or late
+                memo = (offset, tuple((pat, *_typed_fields(pat, m)) for pat, m in matches))
+                if not late and len(attrs.message) <= MEMO_CHARS:
+                    if len(found_memo) >= MEMO_SIZE:
+                        found_memo.clear()
+                    found_memo[memo_key] = memo
+            offset, found = memo
             if offset:
                 attrs = replace(attrs, message=attrs.message[offset:])
-            for pat, m in found:
-                values, lost = _typed_fields(pat, m)
+            for pat, values, lost in found:
                 overflow += lost
                 bound.add(rows, (source, line_no, segment, attrs, fa, pat, values, None))
             if found:
