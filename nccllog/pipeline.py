@@ -26,7 +26,13 @@ from nccllog.ingest.reader import (
 )
 from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import MatchResult, match_lines, prefilter_keywords, sampled_keywords
+from nccllog.match.matcher import (
+    KEEP_FIRST,
+    MatchResult,
+    match_lines,
+    prefilter_keywords,
+    sampled_keywords,
+)
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -206,6 +212,14 @@ def _coverage(
         notes.append(
             f"{sampled_out} high-volume progress line(s) (e.g. NCCL opCount) were counted but not analysed;"
             " the last lines of each writer were analysed"
+        )
+    if matched.thinned_lines:
+        reason = (
+            f"repeats of one writer's pattern beyond its first and last {KEEP_FIRST} lines, counted, not kept"
+        )
+        reasons.append((reason, matched.thinned_lines))
+        notes.append(
+            f"{matched.thinned_lines} repeated matched line(s) of one writer and pattern were counted, not kept"
         )
     truncated = sum(st.truncated_lines for st in read.stats)
     if truncated:

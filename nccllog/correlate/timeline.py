@@ -13,6 +13,7 @@ last timestamped line before them in the same file.
 
 from __future__ import annotations
 
+import bisect
 import statistics
 from collections import defaultdict
 
@@ -79,23 +80,41 @@ def estimate_offsets(ev: pl.DataFrame) -> dict[str, float]:
         for h in v:
             count[h] += 1
     ref = sorted(count, key=lambda h: (-count[h], h))[0]
-    offsets: dict[str, float] = {ref: 0.0}
+    # Per sync point, the corrected times of the hosts placed so far, kept sorted: a host's
+    # estimate reads the median of each of its sync points in O(1), instead of recomputing it
+    # from every placed host (quadratic in hosts at 10,000+ hosts).
+    keys_of: dict[str, list[str]] = defaultdict(list)
+    for key, v in shared.items():
+        for h in v:
+            keys_of[h].append(key)
+    placed: dict[str, list[float]] = {key: [] for key in shared}
+    offsets: dict[str, float] = {}
+
+    def place(host: str, offset: float) -> None:
+        offsets[host] = offset
+        for key in keys_of[host]:
+            bisect.insort(placed[key], shared[key][host] + offset)
+
+    place(ref, 0.0)
     while True:
         added = False
         for host in sorted(count):
             if host in offsets:
                 continue
-            diffs = [
-                statistics.median(v[h] + offsets[h] for h in v if h in offsets) - v[host]
-                for v in shared.values()
-                if host in v and any(h in offsets for h in v)
-            ]
+            diffs = [_median(placed[key]) - shared[key][host] for key in keys_of[host] if placed[key]]
             if diffs:
-                offsets[host] = statistics.median(diffs)
+                place(host, statistics.median(diffs))
                 added = True
         if not added:
             break
     return {h: (round(o, 3) if abs(o) >= MIN_OFFSET_S else 0.0) for h, o in sorted(offsets.items())}
+
+
+def _median(ordered: list[float]) -> float:
+    """``statistics.median`` of an already sorted, non-empty list."""
+    n = len(ordered)
+    mid = n // 2
+    return ordered[mid] if n % 2 else (ordered[mid - 1] + ordered[mid]) / 2
 
 
 def order_key(ev: pl.DataFrame) -> pl.DataFrame:

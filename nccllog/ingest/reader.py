@@ -253,10 +253,17 @@ def _filter(
         keep = keep | pl.col("text").str.contains(_alternation(keywords.always))
     frequent = pl.lit(False)
     if keywords.sampled:
-        frequent = ~keep & pl.col("text").str.contains(_alternation(keywords.sampled))
+        frequent = ~pl.col("_keep") & pl.col("text").str.contains(_alternation(keywords.sampled))
     step = max(df.height // PARALLEL_SLICES + 1, 1)
+    # The keyword alternation is evaluated once per line: ``_keep`` is a column, not an
+    # expression repeated in the filter (that evaluated it twice).
     parts = [
-        df.slice(i, step).lazy().with_columns(frequent.alias("_frequent")).filter(keep | pl.col("_frequent"))
+        df.slice(i, step)
+        .lazy()
+        .with_columns(keep.alias("_keep"))
+        .with_columns(frequent.alias("_frequent"))
+        .filter(pl.col("_keep") | pl.col("_frequent"))
+        .drop("_keep")
         for i in range(0, df.height, step)
     ]
     if not parts:

@@ -13,8 +13,8 @@ whose budget runs out is counted in the coverage (file and line), never dropped 
 from __future__ import annotations
 
 import time
-from collections import Counter
-from collections.abc import Mapping
+from collections import Counter, deque
+from collections.abc import Iterator, Mapping
 from dataclasses import dataclass, replace
 from typing import Any
 
@@ -50,12 +50,18 @@ ALERT_WORDS: tuple[str, ...] = (
 )
 WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
 QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
+MEMO_SIZE = 16384  # distinct messages whose matches are remembered (the memo is cleared when full)
+MEMO_CHARS = 1024  # longer messages are matched afresh (a long one rarely recurs)
 MAX_TEXT = 4000  # characters of the raw line kept in the events table
 # Seconds the regexes of the patterns may spend on one physical line, all segments and patterns
 # together. Linear patterns need well under 0.2 s for a 1 MiB line; the budget only stops a
 # pattern (a user's own, say) that backtracks without end.
 LINE_BUDGET_S = 5.0
 TIMEOUT_REASON = "pattern matching ran out of its time budget; matched only in part"
+# Rows kept per writer and pattern (source, rank, pid, host, srun task, pattern): the first and the
+# last this many; the ones between are counted (``MatchResult.thinned_lines``), not kept, so memory
+# follows ranks and patterns, not lines (256 MiB of one rank's repeated watchdog lines).
+KEEP_FIRST = KEEP_LAST = 64
 _ANSI = regex.compile(r"\x1b\[[0-9;?]*[A-Za-z]|\x1b\][^\x07\x1b]*(?:\x07|\x1b\\)?")
 _MASK = regex.compile(r"0x[0-9a-fA-F]+|\b[0-9a-f]{8,}\b|\d+(?:\.\d+)*")
 
@@ -76,6 +82,7 @@ class MatchResult:
     templates: tuple[tuple[str, int, str], ...]  # (masked template, count, "source:line" example)
     overflow_fields: int  # integer fields that did not fit in 64 bits and became null
     timed_out: tuple[Skipped, ...] = ()  # per file, the lines whose matching ran out of time
+    thinned_lines: int = 0  # matched lines left out: repeats of one writer and pattern (KEEP_FIRST)
 
 
 def prefilter_keywords(library: Library) -> list[str]:
@@ -145,6 +152,14 @@ def match_lines(
     alert = list(ALERT_WORDS)
     sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
+    bound = _Bound(None if keep_unmatched else KEEP_FIRST)
+    # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
+    # init chatter, the watchdog's lines. What the patterns found in it is computed once.
+    found_memo: dict[
+        tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
+    ] = {}
+    hit_lines = 0
+    last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
         fa = file_cache.get(source)
         if fa is None:
@@ -159,22 +174,32 @@ def match_lines(
             if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
                 candidates = [p for p in candidates if p.signal != "error_line"]
-            offset, found, late = _find(candidates, attrs.message, deadline)
-            out_of_time = out_of_time or late
+            memo_key = (attrs.message, tuple(p.id for p in candidates))
+            memo = found_memo.get(memo_key)
+            if memo is None:
+                offset, matches, late = _find(candidates, attrs.message, deadline)
+                out_of_time = out_of_time or late
+                memo = (offset, tuple((pat, *_typed_fields(pat, m)) for pat, m in matches))
+                if not late and len(attrs.message) <= MEMO_CHARS:
+                    if len(found_memo) >= MEMO_SIZE:
+                        found_memo.clear()
+                    found_memo[memo_key] = memo
+            offset, found = memo
             if offset:
                 attrs = replace(attrs, message=attrs.message[offset:])
-            for pat, m in found:
-                values, lost = _typed_fields(pat, m)
+            for pat, values, lost in found:
                 overflow += lost
-                rows.add(source, line_no, segment, attrs, fa, pat, values)
+                bound.add(rows, (source, line_no, segment, attrs, fa, pat, values, None))
             if found:
+                hit_lines += (source, line_no) != last_hit
+                last_hit = (source, line_no)
                 continue
             level = _own_level(attrs)
             # A line without any keyword was kept as one of its file's last lines: it dates the
             # writer's last sign of life, so it stays as a row without a pattern.
             telling = kws and not library.quiet_keywords.issuperset(distinct)
             if keep_unmatched or (not kws and attrs.message.strip()) or (telling and level):
-                rows.add(source, line_no, segment, attrs, fa, None, {}, severity=level)
+                bound.add(rows, (source, line_no, segment, attrs, fa, None, {}, level))
             if any(w in segment for w in alert):
                 tpl = _MASK.sub("N", attrs.message.strip())[:200]
                 if tpl:
@@ -182,7 +207,9 @@ def match_lines(
                     template_example.setdefault(tpl, f"{source}:{line_no}")
         if out_of_time:
             timed_out.setdefault(source, []).append(line_no)
+    bound.finish(rows)
     events = rows.frame()
+    kept_hits = events.filter(pl.col("pattern").is_not_null()).select("source", "line").unique().height
     ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
     return MatchResult(
         events=events,
@@ -192,6 +219,7 @@ def match_lines(
             Skipped(source=src, reason=TIMEOUT_REASON, lines=_ranges(nums))
             for src, nums in sorted(timed_out.items())
         ),
+        thinned_lines=hit_lines - kept_hits,
     )
 
 
@@ -230,7 +258,7 @@ def _find(
         kind = [p for p in candidates if p.fallback == fallback]
         if not kind:
             continue
-        for offset in (0, *_separator_offsets(message)):
+        for offset in _offsets(message):
             text = message[offset:]
             found: list[tuple[Pattern, regex.Match[str]]] = []
             for p in kind:
@@ -251,6 +279,12 @@ def _find(
 
 _SEPARATOR = regex.compile(r"(?:\]|\||>>|: | -)\s+")
 MAX_RETRIES = 3
+
+
+def _offsets(message: str) -> Iterator[int]:
+    """0, then the separator offsets, computed only when the whole message matched nothing."""
+    yield 0
+    yield from _separator_offsets(message)
 
 
 def _separator_offsets(message: str) -> list[int]:
@@ -356,11 +390,15 @@ class _EventBuilder:
     def __init__(self, schema: dict[str, Any]) -> None:
         self.schema = schema
         self.frames: list[pl.DataFrame] = []
+        self.orders: list[pl.Series] = []
+        self.added = 0  # rows offered so far, kept or not: the input order of the next one
+        self.out_of_order = False
         self._reset()
 
     def _reset(self) -> None:
         self.columns: dict[str, list[Any]] = {name: [] for name in self._BASE}
         self.fields: dict[str, list[tuple[int, Any]]] = {}
+        self.order: list[int] = []
         self.n = 0
 
     def add(
@@ -373,7 +411,9 @@ class _EventBuilder:
         pat: Pattern | None,
         values: Mapping[str, Any],
         severity: str | None = None,
+        order: int | None = None,
     ) -> None:
+        """Add one row; ``order`` is its place in the input where rows are added out of order."""
         when = None
         if a.time is not None:
             # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
@@ -405,6 +445,9 @@ class _EventBuilder:
         for name, value in values.items():
             if value is not None:
                 self.fields.setdefault(name, []).append((self.n, value))
+        self.order.append(self.added if order is None else order)
+        self.out_of_order = self.out_of_order or order is not None
+        self.added += 1
         self.n += 1
         if self.n >= self.FLUSH_ROWS:
             self._flush()
@@ -422,6 +465,7 @@ class _EventBuilder:
                     col[i] = value
                 data[name] = col
         self.frames.append(pl.DataFrame(data, schema=self.schema))
+        self.orders.append(pl.Series(self.order, dtype=pl.Int64))
         self._reset()
 
     def frame(self) -> pl.DataFrame:
@@ -429,4 +473,54 @@ class _EventBuilder:
         self._flush()
         if not self.frames:
             return pl.DataFrame(schema=self.schema)
-        return pl.concat(self.frames, how="vertical", rechunk=True)
+        out = pl.concat(self.frames, how="vertical", rechunk=True)
+        if self.out_of_order:  # rows kept back (the last of a writer's repeats) go back in place
+            out = out.sort(pl.concat(self.orders), maintain_order=True)
+        return out
+
+
+_Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
+
+
+class _Bound:
+    """Keeps the first ``limit`` and the last ``limit`` rows of each writer and pattern; the rows
+    between are dropped as they are pushed out (deterministic: no sampling). ``None``: keep all.
+
+    Rows of a line that names no writer at all (no rank, pid, host or srun task in its prefix or
+    file name) are always kept: rank resolution may still place them by their neighbours.
+    """
+
+    def __init__(self, limit: int | None) -> None:
+        self.limit = limit
+        self.seen: dict[tuple[Any, ...], int] = {}
+        self.last: dict[tuple[Any, ...], deque[tuple[int, _Row]]] = {}
+
+    def add(self, rows: _EventBuilder, row: _Row) -> None:
+        source, _line, _text, a, fa, pat, _values, _level = row
+        writer = (a.rank, a.pid, a.host, a.srun_task, fa.rank, fa.pid, fa.host)
+        if self.limit is None or writer == (None,) * 7:
+            self._put(rows, row)
+            return
+        key = (source, *writer, pat.id if pat else None)
+        n = self.seen.get(key, 0)
+        self.seen[key] = n + 1
+        if n < self.limit:
+            self._put(rows, row)
+            return
+        last = self.last.get(key)
+        if last is None:
+            last = self.last[key] = deque(maxlen=self.limit)
+        last.append((rows.added, row))
+        rows.added += 1
+
+    @staticmethod
+    def _put(rows: _EventBuilder, row: _Row, order: int | None = None) -> None:
+        source, line_no, text, a, fa, pat, values, level = row
+        rows.add(source, line_no, text, a, fa, pat, values, severity=level, order=order)
+
+    def finish(self, rows: _EventBuilder) -> None:
+        """Add the rows kept back (the last ones of each writer and pattern), in their input order."""
+        for last in self.last.values():
+            for order, row in last:
+                self._put(rows, row, order)
+        self.last.clear()

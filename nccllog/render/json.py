@@ -10,6 +10,7 @@ printing the JSON is safe; the data is unchanged.
 from __future__ import annotations
 
 import json
+from collections.abc import Callable
 from typing import Any
 
 from nccllog.model import (
@@ -195,5 +196,96 @@ def _host_offsets(incident: Incident) -> dict[str, float | None]:
 
 def render_json(incident: Incident) -> str:
     """Serialise the incident deterministically (sorted where order is not meaning)."""
-    text = json.dumps(to_dict(incident), indent=2, ensure_ascii=False, default=str) + "\n"
-    return json_safe(text)
+    return json_safe(dumps_indented(to_dict(incident)) + "\n")
+
+
+# The C string encoder of the json module (ensure_ascii=False); the pure-Python one where absent.
+_encode_str: Callable[[str], str] = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring  # type: ignore[attr-defined]
+_LITERALS = {None: "null", True: "true", False: "false"}
+
+
+def dumps_indented(obj: Any) -> str:
+    """Exactly ``json.dumps(obj, indent=2, ensure_ascii=False, default=str)``, about twice as fast.
+
+    With ``indent`` the json module falls back to its pure-Python generator encoder (seconds for
+    the per-rank tables of 10,000+ ranks); this writes the same text into one list of parts, with
+    the common value types (str, int, None) written inline and the C string encoder.
+    """
+    out: list[str] = []
+    _write(obj, out, "\n")
+    return "".join(out)
+
+
+def _write(o: Any, out: list[str], nl: str) -> None:
+    append = out.append
+    t = type(o)
+    if t is dict:
+        if not o:
+            append("{}")
+            return
+        inner = nl + "  "
+        sep = "{" + inner
+        for k, v in o.items():
+            key = _encode_str(k if type(k) is str else _key(k))
+            tv = type(v)
+            if tv is str:
+                append(sep + key + ": " + _encode_str(v))
+            elif tv is int:
+                append(sep + key + ": " + int.__repr__(v))
+            elif v is None:
+                append(sep + key + ": null")
+            else:
+                append(sep + key + ": ")
+                _write(v, out, inner)
+            sep = "," + inner
+        append(nl + "}")
+    elif t is list or t is tuple:
+        if not o:
+            append("[]")
+            return
+        inner = nl + "  "
+        sep = "[" + inner
+        for v in o:
+            tv = type(v)
+            if tv is str:
+                append(sep + _encode_str(v))
+            elif tv is int:
+                append(sep + int.__repr__(v))
+            else:
+                append(sep)
+                _write(v, out, inner)
+            sep = "," + inner
+        append(nl + "]")
+    elif t is str:
+        append(_encode_str(o))
+    else:
+        append(_other(o, nl))
+
+
+def _other(o: Any, nl: str) -> str:
+    """A scalar of another type, a subclass of a container, or an object written as its ``str``."""
+    if o is None or o is True or o is False:
+        return _LITERALS[o]
+    if isinstance(o, str):
+        return _encode_str(o)
+    if isinstance(o, int):
+        return int.__repr__(o)
+    if isinstance(o, float):
+        if o != o:
+            return "NaN"
+        if o in (float("inf"), float("-inf")):
+            return "Infinity" if o > 0 else "-Infinity"
+        return float.__repr__(o)
+    if isinstance(o, list | tuple | dict):
+        sub: list[str] = []
+        _write(dict(o) if isinstance(o, dict) else list(o), sub, nl)
+        return "".join(sub)
+    return _encode_str(str(o))  # default=str
+
+
+def _key(k: Any) -> str:
+    if isinstance(k, str):
+        return str(k)
+    if k is None or isinstance(k, int | float):
+        return _other(k, "")
+    raise TypeError(f"keys must be str, int, float, bool or None, not {type(k).__name__}")
