@@ -14,6 +14,7 @@ import polars as pl
 from nccllog.advice import advise
 from nccllog.correlate import flight
 from nccllog.correlate.diagnose import diagnose
+from nccllog.correlate.rank_status import classify
 from nccllog.correlate.ranks import resolve
 from nccllog.errors import InputError, UsageError
 from nccllog.ingest import flight as flight_dumps
@@ -87,7 +88,7 @@ def analyze(
         library=lib,
         inputs=names,
     )
-    return advise(_with_unaligned_hosts(incident), lib)
+    return classify(advise(_with_unaligned_hosts(incident), lib))
 
 
 def attribute(
