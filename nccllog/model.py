@@ -271,3 +271,21 @@ class Incident:
     advice: tuple[Advice, ...] = ()
     inputs: tuple[str, ...] = ()
     redacted: bool = False
+    mixed_input: str = ""  # when the input held several jobs: which one was analysed (else "")
+
+    def event_records(self) -> list[dict[str, Any]]:
+        """The events table as plain records: one dict per row, keyed by column (``time`` a
+        ``datetime`` or None), for code that does not use polars."""
+        return self.events.to_dicts()
+
+    def events_arrow(self) -> Any:
+        """The events table as a ``pyarrow.Table`` (needs pyarrow, which nccllog does not
+        install). Without pyarrow, any Arrow consumer reads ``incident.events`` directly through
+        the Arrow C stream interface (``__arrow_c_stream__``)."""
+        try:
+            import pyarrow
+        except ImportError as exc:
+            from nccllog.errors import UsageError
+
+            raise UsageError("events_arrow() needs pyarrow: pip install pyarrow") from exc
+        return pyarrow.table(self.events)

@@ -1214,9 +1214,9 @@ class _Resolver:
                 y = _nearest_year(t, mtime)
                 from_mtime += 1
             new = _with_year(t, y) if y is not None else None
-            if new is None:
+            if new is None:  # keep the placeholder year: month, day and time still order the lines
                 missing += 1
-            self.out_time[i] = new
+            self.out_time[i] = new if new is not None else t
         if from_mtime:
             self.notes.append(
                 f"{from_mtime} timestamp(s) without a year (c10/glog MMDD or syslog form) took it from their "
@@ -1224,7 +1224,7 @@ class _Resolver:
             )
         if missing:
             self.notes.append(
-                f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) left empty: "
+                f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) are shown without one: "
                 "no line of the same file, host or data set and no date in a path gives the year"
             )
 

@@ -159,6 +159,7 @@ def to_dict(incident: Incident) -> dict[str, Any]:
     return {
         "schema_version": SCHEMA_VERSION,
         "verdict": _verdict(incident),
+        "mixed_input": incident.mixed_input,
         "hypotheses": [_hypothesis(h, full=True) for h in incident.hypotheses],
         "ranks": {
             "world_size": incident.world_size,

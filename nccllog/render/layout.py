@@ -52,10 +52,12 @@ def _findings_at(incident: Incident) -> dict[tuple[str, int], Finding]:
 def timeline_rows(incident: Incident, before: int, after: int) -> tuple[list[TimelineRow], int, int]:
     """Timeline rows around the failure, folded across ranks: entries of the same pattern and
     severity about the same collective (op and sequence number), or saying the same thing with
-    only numbers changed, are one row at the place of the first. A line several patterns matched
+    only numbers changed, are one row at the place of the first; the culprits' lines are never
+    folded with the others'. A line several patterns matched
     is kept once. Returns the rows and how many rows were left out before and after."""
     anchor = failure_index(incident)
     at = _findings_at(incident)
+    culprits = set(incident.verdict.culprit_ranks)
     seen: set[tuple[str, int]] = set()
     rows: dict[tuple[object, ...], list[TimelineEntry]] = {}
     anchor_key: tuple[object, ...] | None = None
@@ -69,7 +71,7 @@ def timeline_rows(incident: Incident, before: int, after: int) -> tuple[list[Tim
             what: object = (fields.get("pg"), fields.get("op"), fields.get("seq"))
         else:
             what = _DIGITS.sub("#", _RANK_MARK.sub("", e.text))
-        key = (e.pattern, e.severity, what)
+        key = (e.rank in culprits, e.pattern, e.severity, what)  # a culprit's line stays its own row
         rows.setdefault(key, []).append(e)
         if i == anchor:
             anchor_key = key

@@ -75,6 +75,8 @@ def render_markdown(incident: Incident) -> str:
     title = view.CATEGORY_TITLES.get(v.category, v.category)
     out.append(f"### nccllog: {esc(title)}")
     out.append("")
+    if incident.mixed_input:
+        out += [f"> **Mixed input:** {esc(incident.mixed_input, 1000)}", ""]
     facts = [
         f"**Verdict:** `{v.category}`",
         f"**Culprit:** {esc(view.culprit_line(incident))}",

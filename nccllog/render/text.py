@@ -179,7 +179,7 @@ def _ranks(incident: Incident, width: int) -> RenderableType | None:
             ("rank", {"no_wrap": True, "max_width": 28, "overflow": "fold"}),
             ("host", {"ratio": 1, "overflow": "fold"}),
             ("status", {"ratio": 2, "overflow": "fold", "min_width": 16}),
-            ("progress", {"ratio": 1, "overflow": "fold", "min_width": 10}),
+            ("progress", {"overflow": "fold", "min_width": 10}),
             ("last heard", _SHORT),
             ("first error", {"ratio": 2, "no_wrap": True, "overflow": "ellipsis"}),
         ]
@@ -332,7 +332,11 @@ def render_text(incident: Incident, *, color: bool = False, width: int | None = 
         safe_box=True,
         _environ={},
     )
+    mixed = Text("Mixed input: ", style="bold yellow").append(
+        clean(incident.mixed_input, 1000), style="yellow"
+    )
     parts: list[RenderableType | None] = [
+        mixed if incident.mixed_input else None,
         _verdict(incident),
         _evidence(incident, width),
         _timeline(incident, width),
