@@ -22,6 +22,7 @@ from nccllog.advice import explain_setting
 from nccllog.cli_inspect import (
     ByteSize,
     categories,
+    clear_phase,
     explain_category,
     explain_pattern,
     print_lines,
@@ -61,10 +62,16 @@ _EXTENSIONS = {
 }
 
 
+def _err(message: str) -> None:
+    """A note on stderr, on a line of its own (the phase line is erased first)."""
+    clear_phase()
+    click.echo(message, err=True)
+
+
 def _fail(message: str) -> NoReturn:
     """``nccllog: error: …`` on stderr, exit 2. The message is cleaned (a file name's escape
     sequences never reach the terminal) and cut in its names, not its reason."""
-    click.echo(f"nccllog: error: {one_line(message)}", err=True)
+    _err(f"nccllog: error: {one_line(message)}")
     sys.exit(EXIT_USAGE)
 
 
@@ -138,11 +145,8 @@ def _emit(text: str, output: str | None, quiet: bool, fmt: str, verdict: str = "
         tmp.replace(path)
         if not quiet:
             if verdict:  # the report is in a file: the verdict still reaches the person at the terminal
-                click.echo(f"nccllog: {verdict}", err=True)
-            click.echo(
-                f"nccllog: wrote {fmt} report to {clean(output)} ({size_label(len(text.encode('utf-8')))})",
-                err=True,
-            )
+                _err(f"nccllog: {verdict}")
+            _err(f"nccllog: wrote {fmt} report to {clean(output)} ({size_label(len(text.encode('utf-8')))})")
         return
     data = text.encode("utf-8", "replace")
     try:
@@ -185,7 +189,7 @@ def _check_inputs(incident: Incident, strict: bool) -> None:
 
     bad = [s for s in incident.coverage.skipped if unreadable(s.reason)]
     for s in bad:
-        click.echo(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}", err=True)
+        _err(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}")
     if strict and bad:
         _fail(
             f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
@@ -215,10 +219,9 @@ def _report(
         if redact_map:
             _guarded(Path(redact_map).write_text, traceback, alias_table_json(aliases), encoding="utf-8")
             if not quiet:
-                click.echo(
+                _err(
                     f"nccllog: wrote the alias table ({len(aliases)} aliases) to {clean(redact_map)};"
-                    " keep it private",
-                    err=True,
+                    " keep it private"
                 )
     to_terminal = not output or output == "-"
     use_color = fmt == "text" and to_terminal and _color_wanted(color, sys.stdout)

@@ -74,12 +74,23 @@ def phase_lines(enabled: bool) -> Iterator[Callable[[str], None] | None]:
     def show(name: str) -> None:
         sys.stderr.write(f"\r\x1b[Knccllog: {name}…")
         sys.stderr.flush()
+        _SHOWN[0] = True
 
     try:
         yield show
     finally:
+        clear_phase()
+
+
+_SHOWN = [False]  # a phase line is on the terminal (a note printed now must erase it first)
+
+
+def clear_phase() -> None:
+    """Erase the phase line, if one is shown, so that a note on stderr starts on a clean line."""
+    if _SHOWN[0]:
         sys.stderr.write("\r\x1b[K")
         sys.stderr.flush()
+        _SHOWN[0] = False
 
 
 @contextmanager

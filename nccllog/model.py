@@ -152,7 +152,7 @@ class RankStatus(StrEnum):
     EXITED = "exited"  # its exit code is known, nothing else
     HUNG_IN_INIT = "hung_in_init"  # the job never got past setup; this rank logged no error
     NO_ERROR_LOGGED = "no_error_logged"  # the job failed; this rank's lines show no error
-    FINISHED = "finished"  # the job finished (verdict no_failure) and this rank with it
+    FINISHED = "finished"  # the job finished (a no_failure verdict, medium or high) and so did this rank
     NO_LOG = "no_log"  # named by other ranks, no line of its own
 
 

@@ -111,3 +111,13 @@ def test_progress_phases_only_on_a_terminal(monkeypatch: pytest.MonkeyPatch) -> 
         nccllog.analyze_text(mismatch_job(), phase=lambda name: (seen.append(name), phase(name)))
     assert seen == ["reading", "matching", "correlating"]
     assert "nccllog: correlating…" in err.getvalue() and err.getvalue().endswith("\r\x1b[K")
+
+
+def test_a_note_erases_the_phase_line_first(monkeypatch: pytest.MonkeyPatch) -> None:
+    err = _Tty()
+    monkeypatch.setattr(cli.sys, "stderr", err)
+    with cli._phases(True) as phase:
+        assert phase is not None
+        phase("matching")
+        cli._err("nccllog: warning: x")
+    assert "nccllog: matching…\r\x1b[K" in err.getvalue()

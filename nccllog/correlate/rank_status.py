@@ -75,8 +75,8 @@ def state_of(r: RankInfo, incident: Incident) -> tuple[RankStatus, str]:
         return RankStatus.CRASHED, "crashed" if words == "crashed" else f"crashed ({words})"
     if words and words != "ok":  # a failure of another category, e.g. "network ib"
         return RankStatus.CRASHED, f"failed ({words})"
-    if incident.verdict.category == "no_failure":
-        return RankStatus.FINISHED, "finished"
+    if incident.verdict.category == "no_failure" and incident.verdict.confidence != "low":
+        return RankStatus.FINISHED, "finished"  # positive evidence the job ended normally
     stuck_in_setup = incident.verdict.category in _SETUP_CATEGORIES and not incident.collectives
     if stuck_in_setup and _no_progress(r):
         return RankStatus.HUNG_IN_INIT, "hung in init"
