@@ -201,7 +201,7 @@ def render_markdown(incident: Incident) -> str:
 
     foot = f"nccllog · {esc(view.coverage_line(incident))}"
     if incident.coverage.skipped:
-        foot += f" · skipped: {esc(incident.coverage.skipped[0].source, 80)} ({esc(incident.coverage.skipped[0].reason, 80)})"
+        foot += f" · skipped: {esc(incident.coverage.skipped[0].source, 80)} ({esc(incident.coverage.skipped[0].reason, 400)})"
         if len(incident.coverage.skipped) > 1:
             foot += f" and {len(incident.coverage.skipped) - 1} more"
     if incident.redacted:

@@ -78,7 +78,7 @@ def _fold_key(e: Evidence, found: Finding | None) -> tuple[object, ...]:
 def proof(incident: Incident) -> list[ProofLine]:
     """The verdict's evidence: the culprits' lines first (their own line added when the engine
     gave none), then the others; lines of the same pattern and the same fields (rank, pid,
-    elapsed time aside) folded into one with a count."""
+    elapsed time aside) folded into one, counting every such finding of the Incident."""
     v = incident.verdict
     culprits = set(v.culprit_ranks)
     at = _findings_at(incident)
@@ -94,11 +94,20 @@ def proof(incident: Incident) -> list[ProofLine]:
         if key not in groups:
             order.append(key)
         groups[key].append(e)
+    # Every finding alike to a shown line counts, not only the few the engine quoted: 511 ranks
+    # timing out at one collective read "×511 alike".
+    alike: dict[tuple[object, ...], set[tuple[str, int, int | None]]] = defaultdict(set)
+    for f in incident.findings:
+        key = (f.rank in culprits, *_fold_key(Evidence(f.source, f.line, f.rank, f.text), f))
+        if key in groups:
+            alike[key].add((f.source, f.line, f.rank))
+    for k, es in groups.items():
+        alike[k].update((e.source, e.line, e.rank) for e in es)
     lines = [
         ProofLine(
             groups[k][0],
-            len(groups[k]),
-            tuple(sorted({e.rank for e in groups[k] if e.rank is not None})),
+            len(alike[k]),
+            tuple(sorted({r for _s, _l, r in alike[k] if r is not None})),
             culprit=bool(k[0]),
         )
         for k in order

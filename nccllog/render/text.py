@@ -301,7 +301,7 @@ def _coverage(incident: Incident) -> RenderableType:
         if s.lines:
             out.append(clean(f" lines {s.lines}", 40))
         out.append(": ", style="dim")
-        out.append(clean(s.reason, 160), style="dim")
+        out.append(clean(s.reason, 400), style="dim")
     if len(c.skipped) > 5:
         out.append(f"\n  … {len(c.skipped) - 5} more skipped (see --format json)", style="dim")
     for note in c.notes[:5]:
