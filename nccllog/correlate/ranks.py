@@ -1214,9 +1214,10 @@ class _Resolver:
                 y = _nearest_year(t, mtime)
                 from_mtime += 1
             new = _with_year(t, y) if y is not None else None
-            if new is None:  # keep the placeholder year: month, day and time still order the lines
+            if y is None:  # keep the placeholder year: month, day and time still order the lines
                 missing += 1
-            self.out_time[i] = new if new is not None else t
+                new = t
+            self.out_time[i] = new
         if from_mtime:
             self.notes.append(
                 f"{from_mtime} timestamp(s) without a year (c10/glog MMDD or syslog form) took it from their "
