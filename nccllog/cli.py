@@ -6,13 +6,13 @@ Errors are one line on stderr (``--traceback`` shows the Python traceback instea
 
 from __future__ import annotations
 
+import difflib
 import io
 import os
 import re
 import shutil
 import sys
-from collections.abc import Callable, Iterator, Sequence
-from contextlib import contextmanager
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import IO, Any, NoReturn, TextIO
 
@@ -20,6 +20,27 @@ import click
 
 from nccllog.advice import explain_setting
 from nccllog.attribution.paste import unwrap_fixed_width
+from nccllog.cli_inspect import (
+    ByteSize,
+    categories,
+    clear_phase,
+    explain_category,
+    explain_pattern,
+    print_lines,
+    print_patterns,
+    redact_lines,
+    select_patterns,
+    size_label,
+)
+from nccllog.cli_inspect import (
+    is_tty as _isatty,
+)
+from nccllog.cli_inspect import (
+    phase_lines as _phases,
+)
+from nccllog.cli_inspect import (
+    progress_bar as _progress,
+)
 from nccllog.errors import Error, PatternLibraryError
 from nccllog.ingest.sources import unreadable
 from nccllog.match.library import load_library
@@ -27,7 +48,7 @@ from nccllog.model import SEVERITIES, Incident
 from nccllog.pipeline import analyze, nothing_recognised
 from nccllog.redact import alias_table_json, redact_with_map
 from nccllog.render import FORMATS, render
-from nccllog.text_safety import clean, json_safe, one_line
+from nccllog.text_safety import clean, one_line
 
 EXIT_OK, EXIT_FINDINGS, EXIT_USAGE = 0, 1, 2
 _EXTENSIONS = {
@@ -40,13 +61,18 @@ _EXTENSIONS = {
     ".text": "text",
     ".log": "text",
 }
-PROGRESS_MIN_BYTES = 32 * 1024 * 1024  # below this, reading is too quick for a progress bar
+
+
+def _err(message: str) -> None:
+    """A note on stderr, on a line of its own (the phase line is erased first)."""
+    clear_phase()
+    click.echo(message, err=True)
 
 
 def _fail(message: str) -> NoReturn:
     """``nccllog: error: …`` on stderr, exit 2. The message is cleaned (a file name's escape
     sequences never reach the terminal) and cut in its names, not its reason."""
-    click.echo(f"nccllog: error: {one_line(message)}", err=True)
+    _err(f"nccllog: error: {one_line(message)}")
     sys.exit(EXIT_USAGE)
 
 
@@ -82,9 +108,12 @@ def _guarded(fn: Callable[..., Any], traceback: bool, *args: Any, **kwargs: Any)
         )
 
 
+_FORMAT_CHOICES = (*FORMATS, "md")
+
+
 def _output_format(fmt: str | None, output: str | None, default: str) -> str:
     if fmt:
-        return fmt
+        return "markdown" if fmt == "md" else fmt
     if output and output != "-":
         suffix = Path(output).suffix.lower()
         if suffix not in _EXTENSIONS:
@@ -94,36 +123,31 @@ def _output_format(fmt: str | None, output: str | None, default: str) -> str:
 
 
 def _color_wanted(choice: str, stream: TextIO) -> bool:
-    """Colour on a terminal unless NO_COLOR is set (https://no-color.org) or TERM is dumb."""
+    """Colour on a terminal unless NO_COLOR is set (https://no-color.org) or TERM is dumb;
+    FORCE_COLOR (https://force-color.org) colours a pipe or file too (NO_COLOR still wins)."""
     if choice == "always":
         return True
     if choice == "never":
         return False
     if os.environ.get("NO_COLOR"):
         return False
+    if os.environ.get("FORCE_COLOR"):
+        return True
     if os.environ.get("TERM") == "dumb":
         return False
     return _isatty(stream)
 
 
-def _isatty(stream: TextIO) -> bool:
-    try:
-        return stream.isatty()
-    except (AttributeError, ValueError):
-        return False
-
-
-def _emit(text: str, output: str | None, quiet: bool, fmt: str) -> None:
+def _emit(text: str, output: str | None, quiet: bool, fmt: str, verdict: str = "") -> None:
     if output and output != "-":
         path = Path(output)
         tmp = path.with_name(path.name + ".tmp")
         tmp.write_text(text, encoding="utf-8", newline="\n")
         tmp.replace(path)
         if not quiet:
-            click.echo(
-                f"nccllog: wrote {fmt} report to {clean(output)} ({_size(len(text.encode('utf-8')))})",
-                err=True,
-            )
+            if verdict:  # the report is in a file: the verdict still reaches the person at the terminal
+                _err(f"nccllog: {verdict}")
+            _err(f"nccllog: wrote {fmt} report to {clean(output)} ({size_label(len(text.encode('utf-8')))})")
         return
     data = text.encode("utf-8", "replace")
     try:
@@ -141,12 +165,12 @@ def _emit(text: str, output: str | None, quiet: bool, fmt: str) -> None:
         sys.exit(EXIT_OK)
 
 
-def _size(n: int) -> str:
-    for unit in ("B", "KB", "MB", "GB"):
-        if n < 1024 or unit == "GB":
-            return f"{n} {unit}" if unit == "B" else f"{n:.1f} {unit}"
-        n /= 1024  # type: ignore[assignment]
-    return f"{n} B"
+def _verdict_line(incident: Incident) -> str:
+    """The verdict in one line: category, culprit, confidence."""
+    from nccllog.render.view import culprit_line
+
+    v = incident.verdict
+    return one_line(f"{v.category}: {culprit_line(incident)} (confidence {v.confidence})", 300)
 
 
 def _exit_code(incident: Incident, fail_on: str | None) -> int:
@@ -167,10 +191,10 @@ def _check_inputs(incident: Incident, strict: bool) -> None:
 
     bad = [s for s in incident.coverage.skipped if unreadable(s.reason)]
     for s in bad:
-        click.echo(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}", err=True)
+        _err(f"nccllog: warning: {clean(s.source, 200)}: {clean(s.reason, 200)}")
     for s in incident.coverage.skipped:
         if s.reason.startswith(REJECTED):  # a .parquet given as a part that is not one
-            click.echo(f"nccllog: skipped {clean(s.source, 200)}: {clean(s.reason, 300)}", err=True)
+            _err(f"nccllog: skipped {clean(s.source, 200)}: {clean(s.reason, 300)}")
     if strict and bad:
         _fail(
             f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
@@ -178,42 +202,6 @@ def _check_inputs(incident: Incident, strict: bool) -> None:
     why = nothing_recognised(incident)
     if why is not None:
         _fail(clean(why, 600))
-
-
-@contextmanager
-def _progress(enabled: bool) -> Iterator[Callable[[int, int], None] | None]:
-    """A progress bar on stderr (only on a terminal, only for large inputs); yields the callback."""
-    if not enabled or not _isatty(sys.stderr):
-        yield None
-        return
-    from rich.console import Console
-    from rich.progress import BarColumn, DownloadColumn, Progress, TextColumn, TimeRemainingColumn
-
-    console = Console(stderr=True, markup=False, emoji=False, highlight=False)
-    bar = Progress(
-        TextColumn("reading logs"),
-        BarColumn(),
-        DownloadColumn(),
-        TimeRemainingColumn(),
-        console=console,
-        transient=True,
-        auto_refresh=True,
-    )
-    task: list[Any] = []
-
-    def update(done: int, total: int) -> None:
-        if total < PROGRESS_MIN_BYTES:
-            return
-        if not task:
-            bar.start()
-            task.append(bar.add_task("read", total=total))
-        bar.update(task[0], completed=done, total=total)
-
-    try:
-        yield update
-    finally:
-        if task:
-            bar.stop()
 
 
 def _report(
@@ -227,23 +215,27 @@ def _report(
     width: int | None,
     quiet: bool,
     traceback: bool,
+    phase: Callable[[str], None] | None = None,
 ) -> None:
+    if phase is not None:
+        phase("rendering")
     if redact or redact_map:
         incident, aliases = _guarded(redact_with_map, traceback, incident)
         if redact_map:
             _guarded(Path(redact_map).write_text, traceback, alias_table_json(aliases), encoding="utf-8")
             if not quiet:
-                click.echo(
+                _err(
                     f"nccllog: wrote the alias table ({len(aliases)} aliases) to {clean(redact_map)};"
-                    " keep it private",
-                    err=True,
+                    " keep it private"
                 )
     to_terminal = not output or output == "-"
     use_color = fmt == "text" and to_terminal and _color_wanted(color, sys.stdout)
     if width is None and fmt == "text" and to_terminal and _isatty(sys.stdout):
         width = max(min(shutil.get_terminal_size((100, 40)).columns, 160), 60)
     text = _guarded(render, traceback, incident, fmt, color=use_color, width=width)
-    _guarded(_emit, traceback, text, output, quiet, fmt)
+    if phase is not None:
+        phase("writing")
+    _guarded(_emit, traceback, text, output, quiet, fmt, _verdict_line(incident))
 
 
 def _stdin_stream() -> IO[bytes]:
@@ -332,18 +324,18 @@ _common_report_options = [
     ),
     click.option(
         "--max-decompressed",
-        type=click.IntRange(min=0),
-        default=8 * 1024**3,
+        type=ByteSize(),
+        default="8G",
         show_default=True,
         help="Read at most this many decompressed bytes per compressed file or archive member,"
-        " and at most this many bytes of standard input.",
+        " and at most this many bytes of standard input (a size: 8G, 512M, 100K or bytes).",
     ),
     click.option(
         "--max-total-decompressed",
-        type=click.IntRange(min=0),
-        default=32 * 1024**3,
+        type=ByteSize(),
+        default="32G",
         show_default=True,
-        help="Read at most this many decompressed bytes over all compressed inputs together.",
+        help="Read at most this many decompressed bytes over all compressed inputs together (e.g. 64G).",
     ),
     click.option(
         "--strict",
@@ -410,7 +402,9 @@ def main() -> None:
 
 @main.command("analyze")
 @click.argument("inputs", nargs=-1, required=True)
-@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Output format (default: text).")
+@click.option(
+    "--format", "-f", "fmt", type=click.Choice(_FORMAT_CHOICES), help="Output format (default: text)."
+)
 @click.option(
     "--redact/--no-redact", default=False, help="Replace hosts, IPs, users, e-mails and secrets by aliases."
 )
@@ -423,7 +417,9 @@ def analyze_cmd(inputs: Sequence[str], fmt: str | None, redact: bool, **kw: Any)
 
 
 @main.command("paste")
-@click.option("--format", "-f", "fmt", type=click.Choice(FORMATS), help="Output format (default: markdown).")
+@click.option(
+    "--format", "-f", "fmt", type=click.Choice(_FORMAT_CHOICES), help="Output format (default: markdown)."
+)
 @click.option(
     "--redact/--no-redact", default=True, show_default=True, help="Replace hosts, IPs, users, … by aliases."
 )
@@ -459,29 +455,32 @@ def _run(
     stdin = _stdin_stream() if "-" in inputs else None
     if paste and stdin is not None:
         stdin = io.BufferedReader(_Unquoting(stdin))
-    with _progress(not quiet) as progress:
-        incident: Incident = _guarded(
-            analyze,
-            traceback,
-            inputs,
-            patterns=list(pattern_dirs),
-            stdin=stdin,
-            max_decompressed=max_decompressed,
-            max_total_decompressed=max_total_decompressed,
-            progress=progress,
+    with _phases(not quiet) as phase:
+        with _progress(not quiet) as progress:
+            incident: Incident = _guarded(
+                analyze,
+                traceback,
+                inputs,
+                patterns=list(pattern_dirs),
+                stdin=stdin,
+                max_decompressed=max_decompressed,
+                max_total_decompressed=max_total_decompressed,
+                progress=progress,
+                phase=phase,
+            )
+        _check_inputs(incident, strict)
+        _report(
+            incident,
+            fmt=out_fmt,
+            output=output,
+            redact=redact,
+            redact_map=redact_map,
+            color=color,
+            width=width,
+            quiet=quiet,
+            traceback=traceback,
+            phase=phase,
         )
-    _check_inputs(incident, strict)
-    _report(
-        incident,
-        fmt=out_fmt,
-        output=output,
-        redact=redact,
-        redact_map=redact_map,
-        color=color,
-        width=width,
-        quiet=quiet,
-        traceback=traceback,
-    )
     sys.exit(_exit_code(incident, fail_on))
 
 
@@ -491,7 +490,19 @@ def _run(
 @click.option("--host", "hosts", multiple=True, help="Only lines of this host (repeatable).")
 @click.option("--unattributed", is_flag=True, help="Only lines no rank could be given to.")
 @click.option("--matched", is_flag=True, help="Only lines that matched a pattern.")
-@click.option("--json", "as_json", is_flag=True, help="One JSON object per line (source, line, rank, ...).")
+@click.option(
+    "--format",
+    "-f",
+    "fmt",
+    type=click.Choice(["text", "json"]),
+    default="text",
+    show_default=True,
+    help="text: source:line, rank, host, reason, line (tab-separated); json: one object per line.",
+)
+@click.option("--json", "as_json", is_flag=True, help="Same as --format json.")
+@click.option(
+    "--redact/--no-redact", default=False, help="Replace hosts, IPs, users, e-mails and secrets by aliases."
+)
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors.")
 def lines_cmd(
     inputs: Sequence[str],
@@ -499,12 +510,13 @@ def lines_cmd(
     hosts: Sequence[str],
     unattributed: bool,
     matched: bool,
+    fmt: str,
     as_json: bool,
+    redact: bool,
     traceback: bool,
 ) -> None:
-    """List every line with the rank and host it was attributed to (and why), e.g. one rank's lines."""
-    import json
-
+    """List every line with the rank and host it was attributed to and the reason (how the rank
+    was found, or why it could not be), e.g. one rank's lines."""
     import polars as pl
 
     from nccllog.pipeline import attribute
@@ -522,59 +534,57 @@ def lines_cmd(
         rows = rows.filter(pl.col("rank").is_null())
     if matched:
         rows = rows.filter(pl.col("pattern").is_not_null())
-    for r in rows.select("source", "line", "rank", "host", "pattern", "attribution", "text").iter_rows(
-        named=True
-    ):
-        if as_json:
-            click.echo(json_safe(json.dumps(r, ensure_ascii=False, sort_keys=True)))
-        else:
-            who = "-" if r["rank"] is None else f"rank {r['rank']}"
-            click.echo(
-                f"{clean(r['source'])}:{r['line']}\t{who}\t{clean(r['host'] or '-')}\t{clean(r['text'], 2000)}"
-            )
+    if redact:
+        rows = _guarded(redact_lines, traceback, rows)
+    print_lines(rows, as_json or fmt == "json")
 
 
 @main.command("patterns")
+@click.option("--producer", "producers", multiple=True, help="Only patterns of this producer (repeatable).")
+@click.option("--signal", "signals", multiple=True, help="Only patterns of this signal (repeatable).")
+@click.option(
+    "--severity", "severities", multiple=True, type=click.Choice(SEVERITIES), help="Only this severity."
+)
+@click.option("--format", "-f", "fmt", type=click.Choice(["text", "json"]), default="text", show_default=True)
 @click.option(
     "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
 )
-def patterns_cmd(pattern_dirs: Sequence[str]) -> None:
-    """List the patterns of the library."""
+def patterns_cmd(
+    producers: Sequence[str],
+    signals: Sequence[str],
+    severities: Sequence[str],
+    fmt: str,
+    pattern_dirs: Sequence[str],
+) -> None:
+    """List the patterns of the library (id, severity, signal, title), optionally filtered."""
     lib = _guarded(load_library, False, list(pattern_dirs))
-    for p in lib.patterns:
-        click.echo(clean(f"{p.id:<48} {p.severity:<8} {p.title}"))
+    print_patterns(select_patterns(lib, producers, signals, severities), fmt == "json")
 
 
 @main.command("explain")
-@click.argument("pattern_id")
+@click.argument("name")
 @click.option(
     "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
 )
-def explain_cmd(pattern_id: str, pattern_dirs: Sequence[str]) -> None:
-    """Print the documentation of one pattern."""
+def explain_cmd(name: str, pattern_dirs: Sequence[str]) -> None:
+    """Explain a pattern id (torch.watchdog_timeout), a verdict category (collective_mismatch) or
+    an environment variable (NCCL_SOCKET_IFNAME)."""
     lib = _guarded(load_library, False, list(pattern_dirs))
-    p = lib.get(pattern_id)
-    if p is None and (setting := explain_setting(pattern_id)) is not None:
-        click.echo(clean(setting, newlines=True))
+    p = lib.get(name)
+    if p is not None:
+        click.echo(clean(explain_pattern(p), newlines=True))
         return
-    if p is None:
-        close = [q.id for q in lib.patterns if pattern_id.split(".")[-1] in q.id][:5]
-        hint = f" (did you mean: {', '.join(close)})" if close else ""
-        _fail(f"no pattern with id {pattern_id!r}{hint}")
-    out = [
-        f"{p.id}: {p.title}",
-        f"producer: {p.producer}  versions: {p.versions}",
-        f"severity: {p.severity}  signal: {p.signal}  category: {p.category or '-'}",
-        "",
-        "Meaning",
-        f"  {p.meaning}",
-    ]
-    if p.causes:
-        out += ["", "Likely causes", *[f"  - {c}" for c in p.causes]]
-    if p.remediation:
-        out += ["", "Remediation", *[f"  - {r}" for r in p.remediation]]
-    out += ["", "Example", f"  {p.examples[0].line}" if p.examples else "  -", "", f"File: {p.path}"]
-    click.echo(clean("\n".join(out), newlines=True))
+    found = explain_category(name, lib) or explain_setting(name)
+    if found is not None:
+        click.echo(clean(found, newlines=True))
+        return
+    key = name.split(".")[-1].lower()
+    names = [*categories(), *(q.id for q in lib.patterns)]
+    close = [n for n in names if key and key in n][:5] or difflib.get_close_matches(
+        name.lower(), names, 5, 0.75
+    )
+    hint = f" (did you mean: {', '.join(close[:5])})" if close else ""
+    _fail(f"no pattern, category or setting named {name!r}{hint}")
 
 
 # The two-phase commands (extract, ray-extract) live in their own module; registered here so that

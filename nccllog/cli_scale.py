@@ -11,7 +11,8 @@ from pathlib import Path
 
 import click
 
-from nccllog.cli import _fail, _guarded, _isatty, _progress, _size, _stdin_stream
+from nccllog.cli import _fail, _guarded, _isatty, _progress, _stdin_stream
+from nccllog.cli_inspect import size_label as _size
 from nccllog.ingest.sources import unreadable
 from nccllog.text_safety import clean
 

@@ -8,6 +8,7 @@ plus one column per field declared by the pattern library.
 from __future__ import annotations
 
 from dataclasses import dataclass, field
+from enum import StrEnum
 from typing import Any
 
 import polars as pl
@@ -119,9 +120,30 @@ class Coverage:
     unaligned_hosts: tuple[str, ...] = ()  # hosts whose clocks no sync point ties to the others
 
 
+class RankStatus(StrEnum):
+    """Where one rank stood when the job ended: ``RankInfo.state`` (and ``per_rank[].state`` in
+    the JSON) holds the value. A job that did not finish never gives ``finished``."""
+
+    TIMED_OUT = "timed_out"  # its watchdog timed out in a collective (status says which)
+    NOT_IN_COLLECTIVE = "not_in_collective"  # never reached the collective the others waited in
+    CRASHED = "crashed"  # it logged a failure of its own (OOM, CUDA error, signal, Xid, ...)
+    EXITED = "exited"  # its exit code is known, nothing else
+    HUNG_IN_INIT = "hung_in_init"  # the job never got past setup; this rank logged no error
+    NO_ERROR_LOGGED = "no_error_logged"  # the job failed; this rank's lines show no error
+    FINISHED = "finished"  # the job finished (a no_failure verdict, medium or high) and so did this rank
+    NO_LOG = "no_log"  # named by other ranks, no line of its own
+
+
 @dataclass(frozen=True)
 class RankInfo:
-    """What the logs say about one global rank."""
+    """What the logs say about one global rank.
+
+    ``status`` is the words a report shows ("timed out at ALLREDUCE #5224", "not in the
+    collective", "no error logged", ...); ``state`` is the same as a ``RankStatus`` value;
+    ``stuck_since`` is when a timed-out rank entered that collective (the timeout line's time
+    minus the "ran for N ms" it reports); ``culprit`` is set for the verdict's culprit ranks, ``outlier`` for a rank whose state or
+    progress differs from most ranks'.
+    """
 
     rank: int
     host: str | None = None
@@ -135,7 +157,11 @@ class RankInfo:
     last_step: int | None = None
     timed_out_seq: int | None = None
     lines: int = 0
-    status: str = ""  # short words: "timed out", "silent", "OOM", "exited -6", ...
+    status: str = ""  # short words: "timed out at ALLREDUCE #5224", "crashed (OOM)", "exited -6", ...
+    state: str = ""  # a RankStatus value
+    stuck_since: str | None = None  # ISO time it entered the collective it timed out in
+    culprit: bool = False
+    outlier: bool = False
 
 
 @dataclass(frozen=True)
@@ -223,3 +249,19 @@ class Incident:
     advice: tuple[Advice, ...] = ()
     inputs: tuple[str, ...] = ()
     redacted: bool = False
+    mixed_input: str = ""  # when the input held several jobs: which one was analysed (else "")
+
+    def event_records(self) -> list[dict[str, Any]]:
+        """The events table as plain records: one dict per row, keyed by column (``time`` a
+        ``datetime`` or None), for code that does not use polars."""
+        return self.events.to_dicts()
+
+    def events_arrow(self) -> Any:
+        """The events table as a ``pyarrow.Table`` (needs pyarrow, which nccllog does not
+        install). Without pyarrow, any Arrow consumer reads ``incident.events`` directly through
+        the Arrow C stream interface (``__arrow_c_stream__``)."""
+        try:
+            import pyarrow
+        except ImportError as exc:  # an optional dependency: Python's own error type for it
+            raise ImportError("events_arrow() needs pyarrow: pip install pyarrow") from exc
+        return pyarrow.table(self.events)

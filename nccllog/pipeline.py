@@ -14,8 +14,9 @@ import polars as pl
 from nccllog import parts
 from nccllog.advice import advise
 from nccllog.attribution import resolve
-from nccllog.correlate import flight
+from nccllog.correlate import flight, jobs
 from nccllog.correlate.diagnose import diagnose
+from nccllog.correlate.rank_status import classify
 from nccllog.errors import InputError, UsageError
 from nccllog.ingest import flight as flight_dumps
 from nccllog.ingest.reader import (
@@ -51,6 +52,7 @@ def analyze(
     max_total_decompressed: int = DEFAULT_MAX_TOTAL_DECOMPRESSED,
     library: Library | None = None,
     progress: Callable[[int, int], None] | None = None,
+    phase: Callable[[str], None] | None = None,
 ) -> Incident:
     """Analyse log files, directories, globs or ``-`` (standard input) and return the Incident.
 
@@ -59,7 +61,8 @@ def analyze(
     and every item of a list is a path. ``patterns`` is one directory of user patterns or a list
     of them, added to the built-in library. ``stdin`` may be bytes or a binary stream (read in
     chunks, at most ``max_decompressed`` bytes of it); ``max_decompressed`` bounds each compressed
-    file or archive member, ``max_total_decompressed`` all of them together. Raises
+    file or archive member, ``max_total_decompressed`` all of them together. ``phase`` is called
+    with the name of each stage as it starts (``reading``, ``matching``, ``correlating``). Raises
     ``nccllog.Error`` (``InputError`` when nothing is analysable, ``PatternLibraryError``,
     ``UsageError``).
     """
@@ -68,6 +71,8 @@ def analyze(
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
         raise InputError.nothing(skipped)
+    if phase is not None:
+        phase("reading")
     # Parts (nccllog extract), dumps and logs, told apart by content; parts merged per file.
     got = parts.collect(
         sources,
@@ -81,10 +86,21 @@ def analyze(
     if not dumps and not any(st.lines or not st.skipped for st in read.stats):
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
         raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
+    if phase is not None:
+        phase("matching")
     matched = match_lines(read.lines, lib)
-    events, topology = resolve(matched.events, {st.source: st.mtime for st in read.stats if st.mtime})
+    if phase is not None:
+        phase("correlating")
+    mtimes = {st.source: st.mtime for st in read.stats if st.mtime}
+    events, topology = resolve(matched.events, mtimes)
+    kept, found, keep = jobs.split(events)
+    mixed = jobs.describe(found, keep) if found else ""
+    if found:  # resolve the kept job's lines alone: its world size, pids and years are its own
+        spots = kept.select("source", "line").unique()
+        events, topology = resolve(matched.events.join(spots, on=["source", "line"], how="semi"), mtimes)
     events, dump_notes = flight.join(events, flight.assign_ranks(dumps, events))
-    coverage = _coverage(read, matched, events, skipped, [*topology.notes, *dump_notes])
+    notes = [*([mixed] if mixed else []), *topology.notes, *dump_notes]
+    coverage = _coverage(read, matched, events, skipped, notes)
     incident = diagnose(
         events,
         topology,
@@ -93,7 +109,8 @@ def analyze(
         library=lib,
         inputs=names,
     )
-    return advise(_with_unaligned_hosts(incident), lib)
+    incident = dataclasses.replace(incident, mixed_input=mixed)
+    return classify(advise(_with_unaligned_hosts(incident), lib))
 
 
 def attribute(

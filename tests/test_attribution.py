@@ -28,8 +28,8 @@ def test_c10_24_with_rank_and_workncc_prefix() -> None:
     assert (a.rank, a.rank_kind, a.level, a.src) == (5, "prefix", "E", "ProcessGroupNCCL.cpp:632")
     assert a.message == f"[Rank 5] {WATCHDOG}"
     assert (a.pg, a.pg_rank) == (None, 5)  # WorkNCCL prefix: a group rank, group unnamed
-    # the 9 digits are CLOCK_MONOTONIC nanoseconds, not wall-clock sub-seconds
-    assert a.time == PartialTime(None, 10, 23, 14, 2, 17, 0, False)
+    # the 9 digits are the wall clock's nanoseconds, kept to the microsecond
+    assert a.time == PartialTime(None, 10, 23, 14, 2, 17, 412903, True)
 
 
 def test_c10_legacy_forms() -> None:
@@ -379,8 +379,8 @@ def test_year_from_path() -> None:
 @pytest.mark.parametrize(
     ("text", "want"),
     [
-        ("1023 14:02:17.412903117", PartialTime(None, 10, 23, 14, 2, 17, 0, False)),
-        ("E307 09:05:01.000000001", PartialTime(None, 3, 7, 9, 5, 1, 0, False)),
+        ("1023 14:02:17.412903117", PartialTime(None, 10, 23, 14, 2, 17, 412903, True)),
+        ("E307 09:05:01.000000001", PartialTime(None, 3, 7, 9, 5, 1, 0, True)),
         ("1023 14:02:17.412903", PartialTime(None, 10, 23, 14, 2, 17, 412903, True)),
         ("2025-10-23 14:02:17,123", PartialTime(2025, 10, 23, 14, 2, 17, 123000, True)),
         ("[2025-10-23 14:02:17]", PartialTime(2025, 10, 23, 14, 2, 17, 0, False)),

@@ -14,6 +14,7 @@ from click.testing import CliRunner, Result
 
 import nccllog.cli as cli
 from nccllog.cli import main, unquote_paste
+from nccllog.cli_inspect import PROGRESS_MIN_BYTES
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 OOM = FIXTURES / "crash-oom-rank5-cascade"
@@ -271,7 +272,7 @@ def test_progress_bar_draws_on_stderr(monkeypatch: pytest.MonkeyPatch) -> None:
     monkeypatch.setattr(cli.sys, "stderr", err)
     with cli._progress(True) as cb:
         assert cb is not None
-        total = cli.PROGRESS_MIN_BYTES * 2
+        total = PROGRESS_MIN_BYTES * 2
         cb(0, total)
         cb(total // 2, total)
         cb(total, total)

@@ -232,7 +232,7 @@ def test_many_skipped_inputs_are_counted_not_cut(tmp_path: Path) -> None:
 
 def test_usage_error_echoes_argument_inert() -> None:
     line = _refused("explain", f"nccl.{OSC52}{RLO}")
-    assert "no pattern with id" in line and "\\u202e" in line
+    assert "no pattern, category or setting named" in line and "\\u202e" in line
 
 
 # ---------------------------------------------------------------------------------------------

@@ -39,8 +39,8 @@ LEVELS: dict[str, int] = {
 }
 
 
-# The command line is one unit in two files (cli.py registers cli_scale.py's commands).
-SAME_UNIT = {"cli_scale": "cli"}
+# The command line is one unit in three files (cli.py uses cli_inspect.py and registers cli_scale.py).
+SAME_UNIT = {"cli_scale": "cli", "cli_inspect": "cli"}
 
 
 def _unit(path: Path) -> str:

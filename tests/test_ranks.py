@@ -11,6 +11,7 @@ import polars as pl
 from nccllog.attribution import INTERNAL_SCHEMA, internal_values, resolve
 from nccllog.attribution.layers import parse_line
 from nccllog.attribution.paths import attrs_from_path
+from nccllog.ingest.timestamps import PLACEHOLDER_YEAR
 from nccllog.model import EVENT_BASE_COLUMNS
 
 FIELDS: dict[str, Any] = {
@@ -424,9 +425,9 @@ def test_year_rolls_over_new_year() -> None:
     assert by_text(df, "after midnight")["time"] == datetime(2026, 1, 1, 0, 0, 10)
 
 
-def test_no_year_anywhere_leaves_time_null_with_a_note() -> None:
+def test_no_year_anywhere_keeps_the_placeholder_year_with_a_note() -> None:
     df, topo = resolve(events(("a.log", "[rank0]:[E1023 14:05:00.000000001 x.cpp:1] lonely")))
-    assert df.row(0, named=True)["time"] is None
+    assert df.row(0, named=True)["time"] == datetime(PLACEHOLDER_YEAR, 10, 23, 14, 5, 0)
     assert any("without a year" in n for n in topo.notes)
 
 

@@ -423,7 +423,6 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                             m.group("mi"),
                             m.group("s"),
                             m.group("f"),
-                            c10=len(m.group("f")) == 9,
                         )
                         if m.group("num"):
                             st["tid"] = _int(m.group("num"))

@@ -59,8 +59,9 @@ def resolve_years(rows: Rows, hosts: list[str | None], file_mtimes: Mapping[str,
             y = nearest_year(t, mtime)
             from_mtime += 1
         new = with_year(t, y) if y is not None else None
-        if new is None:
+        if y is None:  # keep the placeholder year: month, day and time still order the lines
             missing += 1
+            new = t
         out[i] = new
     notes: list[str] = []
     if from_mtime:
@@ -70,7 +71,7 @@ def resolve_years(rows: Rows, hosts: list[str | None], file_mtimes: Mapping[str,
         )
     if missing:
         notes.append(
-            f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) left empty: "
+            f"{missing} timestamp(s) without a year (c10/glog MMDD or syslog form) are shown without one: "
             "no line of the same file, host or data set and no date in a path gives the year"
         )
     return YearFacts(out, tuple(notes))

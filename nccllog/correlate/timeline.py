@@ -119,9 +119,13 @@ def _median(ordered: list[float]) -> float:
 
 def order_key(ev: pl.DataFrame) -> pl.DataFrame:
     """Add ``_anchor``: the corrected time, or for untimestamped lines the last one before them in their file."""
-    return ev.with_columns(
-        _anchor=pl.col("ctime").forward_fill().over("source", order_by="_i"),
-    ).with_columns(_anchor=pl.col("_anchor").backward_fill().over("source", order_by="_i"))
+    # Within one file and host the log's own order wins over sub-seconds (c10 reads its fraction
+    # apart from its second, so a later line can read a little earlier): the anchor never goes back.
+    return (
+        ev.with_columns(_anchor=pl.col("ctime").forward_fill().over("source", order_by="_i"))
+        .with_columns(_anchor=pl.col("_anchor").backward_fill().over("source", order_by="_i"))
+        .with_columns(_anchor=pl.col("_anchor").cum_max().over(["source", "host"], order_by="_i"))
+    )
 
 
 def build(ev: pl.DataFrame) -> tuple[TimelineEntry, ...]:

@@ -7,9 +7,10 @@ daylight-saving change inside a log does not reorder its lines (``Z`` is UTC alr
 ==========================  ===================================  ======  =========================
 producer                    example                              year?   sub-second
 ==========================  ===================================  ======  =========================
-c10 logger 2.4+             ``1023 14:02:17.412903117``          no      none: the 9 digits are
-                                                                         CLOCK_MONOTONIC ns, not
-                                                                         wall-clock sub-seconds
+c10 logger 2.4+             ``1023 14:02:17.412903117``          no      the wall clock's ns
+                                                                         (kept to the microsecond;
+                                                                         read apart from the second,
+                                                                         see :func:`from_mmdd`)
                             ``307 09:05:01.000000001`` (Mar 7)   no      (same)
 glog / torch Python 2.3+    ``1023 14:02:17.412903``             no      microseconds
 Python asctime / DeepSpeed  ``2025-10-23 14:02:17,123``          yes     milliseconds
@@ -24,7 +25,9 @@ dmesg (plain)               ``[  123.456789]``                   --      seconds
 ==========================  ===================================  ======  =========================
 
 A form without a year gives ``PartialTime.year = None``; the year is inferred later from other
-lines of the same file, host or data set (never from today's date, see ``correlate.ranks``).
+lines of the same file, host or data set (never from today's date, see ``attribution/years.py``);
+when nothing gives it (a paste of c10 lines only), the time keeps ``PLACEHOLDER_YEAR`` so that
+month, day and time still order the lines, and the reports show it without a year.
 """
 
 from __future__ import annotations
@@ -101,15 +104,17 @@ def fraction_us(digits: str) -> int:
     return int((digits + "000000")[:6]) if digits else 0
 
 
-def from_mmdd(mmdd: str, hh: str, mi: str, ss: str, frac: str = "", c10: bool = False) -> PartialTime | None:
+def from_mmdd(mmdd: str, hh: str, mi: str, ss: str, frac: str = "") -> PartialTime | None:
     """c10 / glog / torch-Python ``MMDD HH:MM:SS.frac`` (no year).
 
     ``mmdd`` is month*100+day; the c10 logger does not zero-pad the month (``307`` = 7 March).
-    With ``c10=True`` or a 9-digit fraction the fraction is CLOCK_MONOTONIC nanoseconds and is
-    dropped (``subsecond=False``); a 6-digit glog/Python fraction is kept as microseconds.
+    The fraction is kept to the microsecond: 6 digits (glog, Python) or c10's 9, the nanoseconds
+    of ``high_resolution_clock`` (the system clock on Linux) modulo one second. c10 reads that
+    clock apart from the ``time()`` that gives the seconds, so near a second's edge a line can
+    read up to a second early; the timeline keeps each host's lines in the log's own order.
     """
     v = int(mmdd)
-    if c10 or len(frac) == 9 or not frac:
+    if not frac:
         return make_time(None, v // 100, v % 100, int(hh), int(mi), int(ss), 0, False)
     return make_time(None, v // 100, v % 100, int(hh), int(mi), int(ss), fraction_us(frac), True)
 

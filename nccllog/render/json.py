@@ -25,6 +25,7 @@ from nccllog.model import (
     SettingFinding,
     TimelineEntry,
 )
+from nccllog.render import proof
 from nccllog.text_safety import json_safe
 from nccllog.version import __version__
 
@@ -83,6 +84,10 @@ def _rank(r: RankInfo) -> dict[str, Any]:
         "pids": list(r.pids),
         "sources": list(r.sources),
         "status": r.status,
+        "state": r.state,
+        "culprit": r.culprit,
+        "outlier": r.outlier,
+        "stuck_since": r.stuck_since,
         "lines": r.lines,
         "last_time": r.last_time,
         "last_enqueued": r.last_enqueued,
@@ -137,13 +142,26 @@ def _advice(a: Advice) -> dict[str, Any]:
     return {"title": a.title, "why": a.why, "steps": list(a.steps), "applies_to": a.applies_to}
 
 
+def _verdict(incident: Incident) -> dict[str, Any]:
+    """The verdict, with the evidence that proves it as the reports show it (culprits' lines
+    first, alike lines folded with a count) and the culprits' differing fields side by side."""
+    out = _hypothesis(incident.verdict, full=False)
+    out["evidence"] = [
+        {**_evidence(p.evidence), "count": p.count, "ranks": list(p.ranks), "culprit": p.culprit}
+        for p in proof.proof(incident)
+    ]
+    out["contrast"] = proof.contrast(incident)
+    return out
+
+
 def to_dict(incident: Incident) -> dict[str, Any]:
     """The JSON document as plain Python data."""
     c = incident.coverage
     env = incident.environment
     return {
         "schema_version": SCHEMA_VERSION,
-        "verdict": _hypothesis(incident.verdict, full=False),
+        "verdict": _verdict(incident),
+        "mixed_input": incident.mixed_input,
         "hypotheses": [_hypothesis(h, full=True) for h in incident.hypotheses],
         "ranks": {
             "world_size": incident.world_size,

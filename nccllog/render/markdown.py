@@ -15,7 +15,7 @@ from __future__ import annotations
 import re
 
 from nccllog.model import Incident
-from nccllog.render import view
+from nccllog.render import layout, proof, view
 from nccllog.text_safety import clean, defang
 
 MAX_EVIDENCE = 3
@@ -75,6 +75,8 @@ def render_markdown(incident: Incident) -> str:
     title = view.CATEGORY_TITLES.get(v.category, v.category)
     out.append(f"### nccllog: {esc(title)}")
     out.append("")
+    if incident.mixed_input:
+        out += [f"> **Mixed input:** {esc(incident.mixed_input, 1000)}", ""]
     facts = [
         f"**Verdict:** `{v.category}`",
         f"**Culprit:** {esc(view.culprit_line(incident))}",
@@ -89,18 +91,24 @@ def render_markdown(incident: Incident) -> str:
         out += [f"- **+** {esc(r, 300)}" for r in v.rules_in[:4]]
         out += [f"- **−** {esc(r, 300)}" for r in v.rules_out[:3]]
 
-    evidence = view.all_evidence(incident)
+    evidence = proof.proof(incident)
     if evidence:
         out += ["", "#### Evidence", ""]
-        for e in evidence[:MAX_EVIDENCE]:
+        side = proof.contrast(incident)
+        if side:
+            out += [f"**{esc(side, 400)}**", ""]
+        for p in evidence[:MAX_EVIDENCE]:
+            e = p.evidence
             where = f"{e.source}:{e.line}"
             who = f"rank {e.rank}" if e.rank is not None else "rank unknown"
             if e.host:
                 who += f" on {e.host}"
             head = f"{code(where, 200, in_table=False)} ({esc(who, 120)}"
             head += f", {esc(view.short_time(e.time))})" if e.time else ")"
+            if p.count > 1:
+                head += f", ×{p.count} alike: ranks {esc(view.rank_ranges(p.ranks, 8))}"
             if e.note:
-                head += f": {esc(e.note, 300)}"
+                head += f": {esc(e.note, 400)}"
             out += [head, "", fence([clean(e.text, 2000)]), ""]
         if len(evidence) > MAX_EVIDENCE:
             out.append(
@@ -110,20 +118,24 @@ def render_markdown(incident: Incident) -> str:
         if out[-1] == "":
             out.pop()
 
-    rows, before, after = view.timeline_window(incident, before=3, after=5)
+    rows, before, after = layout.timeline_rows(incident, before=3, after=5)
     if rows:
         zero = view.failure_time(incident)
         with_date = view.spans_days(r.first.time for r in rows)
+        bodies = layout.messages(incident, ((r.first.source, r.first.line) for r in rows))
         out += ["", "#### Timeline around the failure", ""]
         out += ["| time | Δ | who | event |", "|---|---:|---|---|"]
         if before:
             out.append(f"| … | | | *{view.plural(before, 'earlier row')}* |")
         for r in rows:
-            count = f"×{len(r.entries)} " if len(r.entries) > 1 else ""
+            n_ranks = len(r.ranks)
+            count = ""
+            if len(r.entries) > 1:
+                count = f"×{view.plural(n_ranks, 'rank') if n_ranks > 1 else view.plural(len(r.entries), 'line')}: "
             mark = "**▶** " if r.anchor else ""
             out.append(
                 f"| {cell(view.short_time(r.first.time, with_date))} | {view.relative(r.first.time, zero)} "
-                f"| {cell(r.who(4), 60)} | {mark}{count}{code(r.first.text or r.first.pattern, 140)} |"
+                f"| {cell(r.who(4), 60)} | {mark}{count}{code(layout.row_message(r, bodies), 200)} |"
             )
         if after:
             out.append(f"| … | | | *{view.plural(after, 'later row')}* |")
@@ -140,9 +152,12 @@ def render_markdown(incident: Incident) -> str:
                 label = f"**{label}** ◀"
             out.append(
                 f"| {cell(label) if not row.culprit else label} | {cell(view.hosts_label(row.hosts), 60)} "
-                f"| {cell(info.status or '-', 40)} | {cell(view.progress_label(info)) if info.rank >= 0 else '-'} "
+                f"| {cell(info.status or '-', 120)} | {cell(view.progress_label(info)) if info.rank >= 0 else '-'} "
                 f"| {cell(view.short_time(info.last_time)) if info.rank >= 0 else '-'} |"
             )
+        legend = layout.rank_legend(incident, rank_rows)
+        if legend:
+            out += ["", "<sub>" + esc(" · ".join(legend)) + "</sub>"]
 
     env = incident.environment
     env_lines = []
@@ -186,7 +201,7 @@ def render_markdown(incident: Incident) -> str:
 
     foot = f"nccllog · {esc(view.coverage_line(incident))}"
     if incident.coverage.skipped:
-        foot += f" · skipped: {esc(incident.coverage.skipped[0].source, 80)} ({esc(incident.coverage.skipped[0].reason, 80)})"
+        foot += f" · skipped: {esc(incident.coverage.skipped[0].source, 80)} ({esc(incident.coverage.skipped[0].reason, 400)})"
         if len(incident.coverage.skipped) > 1:
             foot += f" and {len(incident.coverage.skipped) - 1} more"
     if incident.redacted:

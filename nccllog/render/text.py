@@ -23,7 +23,7 @@ from rich.table import Table
 from rich.text import Text
 
 from nccllog.model import Incident
-from nccllog.render import view
+from nccllog.render import layout, proof, view
 from nccllog.text_safety import UNSAFE_CHARS, clean
 
 DEFAULT_WIDTH = 100
@@ -46,27 +46,17 @@ def _heading(title: str, note: str = "") -> Text:
     return out
 
 
-def _table(
-    width: int,
-    fixed: list[tuple[str, int, dict[str, Any]]],
-    flex: tuple[str, dict[str, Any]],
-    flex_min: int = 16,
-) -> Table:
-    """A borderless table whose fixed columns keep their widths (the widest give way first when the
-    terminal is narrow); the last column takes the rest of the line."""
-    widths = [w for _n, w, _kw in fixed]
-
-    # rich counts the cell padding (2) in a column's width, plus one divider between columns
-    def room() -> int:
-        return width - sum(w + 3 for w in widths)
-
-    while room() < flex_min and max(widths) > 6:
-        widths[widths.index(max(widths))] -= 1
-    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, header_style="bold dim")
-    for (name, _w, kw), w in zip(fixed, widths, strict=True):
-        table.add_column(name, no_wrap=True, overflow="ellipsis", width=w + 2, **kw)
-    table.add_column(flex[0], no_wrap=True, overflow="ellipsis", width=max(room(), 8), **flex[1])
+def _table(columns: list[tuple[str, dict[str, Any]]]) -> Table:
+    """A borderless table that rich sizes itself: short columns keep their words whole
+    (``no_wrap``), long ones take a share of the rest (``ratio``) and wrap (``fold``) rather than
+    being cut, so a status or a message is never truncated at any width."""
+    table = Table(box=box.SIMPLE_HEAD, padding=(0, 1), show_edge=False, header_style="bold dim", expand=True)
+    for name, kw in columns:
+        table.add_column(name, **kw)
     return table
+
+
+_SHORT: dict[str, Any] = {"no_wrap": True}
 
 
 def _verdict(incident: Incident) -> Panel:
@@ -103,60 +93,70 @@ def _verdict(incident: Incident) -> Panel:
 
 
 def _evidence(incident: Incident, width: int) -> RenderableType | None:
-    """Each evidence line under a one-line header (where, rank, time), the log text at full width:
-    paths are long and log lines longer, so side-by-side columns would squeeze both."""
-    ev = view.all_evidence(incident)
-    if not ev:
+    """The proof: how the culprits differ from the rest (side by side), then the culprits' own
+    line, then one representative of the other ranks' alike lines with how many it stands for.
+    Each line under a one-line header (where, rank, time), the log text at full width."""
+    lines = proof.proof(incident)
+    if not lines:
         return None
     items: list[RenderableType] = []
-    for e in ev[:MAX_EVIDENCE]:
+    side = proof.contrast(incident)
+    if side:
+        items.append(Padding(_t(side, "bold", limit=400), (0, 0, 0, 0)))
+    for p in lines[:MAX_EVIDENCE]:
+        e = p.evidence
         where = clean(f"{e.source}:{e.line}", 1000)
         room = max(width - 24, 30)
         if len(where) > room:  # keep the file name and line number; cut the front of the path
             where = "…" + where[-(room - 1) :]
         head = Text(where, style="cyan")
         if e.rank is not None:
-            head.append(f"  rank {e.rank}", style="bold")
+            head.append(f"  rank {e.rank}", style="bold red" if p.culprit else "bold")
         if e.time:
             head.append(f"  {view.short_time(e.time)}", style="dim")
+        if p.count > 1:
+            head.append(f"  ×{p.count} alike: ranks {view.rank_ranges(p.ranks, 8)}", style="bold")
         body = _t(e.text, limit=max(width * 3, 240))
         if e.note:
             body.append("\n")
-            body.append(clean(e.note, 200), style="italic dim")
+            body.append(clean(e.note, 400), style="italic dim")
         body.overflow = "fold"
         items.append(Group(head, Padding(body, (0, 0, 0, 2))))
-    more = len(ev) - MAX_EVIDENCE
+    more = len(lines) - MAX_EVIDENCE
     note = f"{view.plural(more, 'more line')} in --format html/json" if more > 0 else ""
     return Group(_heading("Key evidence", note), *items)
 
 
 def _timeline(incident: Incident, width: int) -> RenderableType | None:
-    rows, skipped_before, skipped_after = view.timeline_window(incident, before=4, after=7)
+    rows, skipped_before, skipped_after = layout.timeline_rows(incident, before=4, after=7)
     if not rows:
         return None
     zero = view.failure_time(incident)
     with_date = view.spans_days(r.first.time for r in rows)
+    bodies = layout.messages(incident, ((r.first.source, r.first.line) for r in rows))
     table = _table(
-        width,
         [
-            ("time", 18 if with_date else 12, {}),
-            ("Δ", 8, {"justify": "right", "style": "dim"}),
-            ("who", 16, {}),
-        ],
-        ("event", {}),
+            ("time", _SHORT),
+            ("Δ", {"justify": "right", "style": "dim", "no_wrap": True}),
+            ("who", {"ratio": 1, "overflow": "fold", "min_width": 6}),
+            ("event", {"ratio": 4, "overflow": "fold"}),
+        ]
     )
     for r in rows:
         style = SEVERITY_STYLE.get(r.severity, "")
-        marker = "▶ " if r.anchor else "  "
+        marker = "▶ " if r.anchor else ""
         event = Text(marker, style="bold red" if r.anchor else "")
         count = len(r.entries)
         if count > 1:
-            event.append(f"×{count} ", style="bold")
-        event.append(clean(r.first.text or r.first.pattern, 300), style=style)
+            event.append(
+                f"×{view.plural(count, 'line') if len(r.ranks) < 2 else view.plural(len(r.ranks), 'rank')}: ",
+                style="bold",
+            )
+        event.append(clean(layout.row_message(r, bodies), 300), style=style)
         table.add_row(
             Text(view.short_time(r.first.time, with_date)),
             Text(view.relative(r.first.time, zero)),
-            Text(clean(r.who(4), 40)),
+            Text(clean(r.who(4), 60)),
             event,
         )
     notes = []
@@ -172,18 +172,17 @@ def _ranks(incident: Incident, width: int) -> RenderableType | None:
     if not incident.ranks:
         return None
     rows, folded = view.rank_rows(incident, MAX_RANK_ROWS)
-    rank_w = max((len(r.label) + 10 if r.group else len(r.label) + 2) for r in rows)
-    host_w = max((len(view.hosts_label(r.hosts)) for r in rows), default=4)
+    firsts = [r.info.first_error for r in rows if r.info.rank >= 0 and r.info.first_error is not None]
+    bodies = layout.messages(incident, ((f.source, f.line) for f in firsts))
     table = _table(
-        width,
         [
-            ("rank", min(max(rank_w, 4), 24), {}),
-            ("host", min(max(host_w, 4), 24), {}),
-            ("status", min(max(max(len(r.info.status or "-") for r in rows), 6), 14), {}),
-            ("progress", min(max(max(len(view.progress_label(r.info)) for r in rows), 8), 24), {}),
-            ("last heard", 12, {}),
-        ],
-        ("first error", {}),
+            ("rank", {"no_wrap": True, "max_width": 28, "overflow": "fold"}),
+            ("host", {"ratio": 1, "overflow": "fold"}),
+            ("status", {"ratio": 2, "overflow": "fold", "min_width": 16}),
+            ("progress", {"overflow": "fold", "min_width": 10}),
+            ("last heard", _SHORT),
+            ("first error", {"ratio": 2, "no_wrap": True, "overflow": "ellipsis"}),
+        ]
     )
     for row in rows:
         info = row.info
@@ -197,15 +196,19 @@ def _ranks(incident: Incident, width: int) -> RenderableType | None:
         table.add_row(
             label,
             Text(view.hosts_label(row.hosts)),
-            Text(clean(info.status or "-", 40), style="red" if row.culprit else ""),
+            Text(clean(info.status or "-", 120), style="red" if row.culprit else ""),
             Text(view.progress_label(info) if info.rank >= 0 else "-"),
             Text(view.short_time(info.last_time) if info.rank >= 0 else "-"),
-            Text(view.first_error_label(info.first_error) if info.rank >= 0 else "-", style="dim"),
+            Text(
+                clean(layout.first_error_text(info.first_error, bodies), 160) if info.rank >= 0 else "-",
+                style="dim",
+            ),
         )
     note = view.ranks_seen_line(incident)
     if folded:
         note += f"; outliers listed, {view.plural(folded, 'rank')} folded into groups"
-    return Group(_heading("Ranks", clean(note)), table)
+    legend = Text(" · ".join(layout.rank_legend(incident, rows)), style="dim")
+    return Group(_heading("Ranks", clean(note)), table, legend)
 
 
 def _bullets(items: list[tuple[Text, Text]]) -> Table:
@@ -298,12 +301,12 @@ def _coverage(incident: Incident) -> RenderableType:
         if s.lines:
             out.append(clean(f" lines {s.lines}", 40))
         out.append(": ", style="dim")
-        out.append(clean(s.reason, 160), style="dim")
+        out.append(clean(s.reason, 400), style="dim")
     if len(c.skipped) > 5:
         out.append(f"\n  … {len(c.skipped) - 5} more skipped (see --format json)", style="dim")
     for note in c.notes[:5]:
         out.append("\n  note: ", style="dim")
-        out.append(clean(note, 200), style="dim")
+        out.append(clean(note, 1000), style="dim")
     return Group(_heading("Coverage"), out)
 
 
@@ -329,7 +332,11 @@ def render_text(incident: Incident, *, color: bool = False, width: int | None = 
         safe_box=True,
         _environ={},
     )
+    mixed = Text("Mixed input: ", style="bold yellow").append(
+        clean(incident.mixed_input, 1000), style="yellow"
+    )
     parts: list[RenderableType | None] = [
+        mixed if incident.mixed_input else None,
         _verdict(incident),
         _evidence(incident, width),
         _timeline(incident, width),

@@ -105,7 +105,7 @@ def coverage_line(incident: Incident) -> str:
     c = incident.coverage
     parts = [
         plural(c.files, "file"),
-        f"{c.lines:,} lines",
+        f"{c.lines:,} {'line' if c.lines == 1 else 'lines'}",
         f"{c.matched:,} matched",
         f"{c.unmatched:,} unmatched",
     ]
