@@ -360,3 +360,25 @@ def test_a_stuck_watchdog_alone_names_no_rank_without_others() -> None:
     )
     v = nccllog.analyze_text(line + "\n").verdict
     assert v.culprit_ranks == ()
+
+
+def test_a_peer_that_closed_every_connection_is_named_as_gone() -> None:
+    """Only "closed by remote peer" (no refused, reset or timed-out connection): the peer's process
+    went away; its host is named, the cause is unknown without its log."""
+    lines = [
+        "trn-a03:61102:61190 [2] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer trn-a09.cluster<48120>",
+        "trn-a03:61103:61191 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer trn-a09.cluster<48126>",
+        "ncclRemoteError: A call failed possibly due to a network error or a remote process exiting prematurely.",
+    ]
+    v = nccllog.analyze_text("\n".join(lines) + "\n").verdict
+    assert v.category == "unknown"
+    assert v.culprit_hosts == ("trn-a09.cluster",)
+
+
+def test_a_reset_connection_stays_a_network_reading() -> None:
+    lines = [
+        "trn-a03:61102:61190 [2] misc/socket.cc:538 NCCL WARN socketProgressOpt: Call to recv from 10.4.0.9<48120> failed : Connection reset by peer",
+        "trn-a03:61103:61191 [3] misc/socket.cc:50 NCCL WARN socketProgress: Connection closed by remote peer 10.4.0.9<48126>",
+    ]
+    v = nccllog.analyze_text("\n".join(lines) + "\n").verdict
+    assert v.category == "network_socket"

@@ -153,6 +153,11 @@ def _hosts_seen(ctx: Context) -> set[str]:
     return seen
 
 
+def writer_hosts(ctx: Context) -> set[str]:
+    """Hosts whose own lines are in the logs (not hosts only named as the other end)."""
+    return set(ctx.ev["host"].drop_nulls().unique().to_list()) if "host" in ctx.ev.columns else set()
+
+
 def _host(ctx: Context, rank: int) -> str | None:
     st = ctx.states.get(rank)
     return st.host if st else None

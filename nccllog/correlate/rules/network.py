@@ -9,7 +9,7 @@ import polars as pl
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import failure_order
-from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence, writer_hosts
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
@@ -59,10 +59,57 @@ def network(ctx: Context) -> list[Draft]:
     if local:
         drafts.append(_local_fault(ctx, local, category, ib))
     elif edges:
-        d = _peer_fault(ctx, edges, category, ib)
+        if not ib and all(_peer_closed(r) for _me, _peer, r in edges):
+            d = _peer_gone(ctx, edges)
+        else:
+            d = _peer_fault(ctx, edges, category, ib)
         if d is not None:
             drafts.append(d)
     return drafts
+
+
+PEER_CLOSED = "nccl.socket_closed_by_peer"
+
+
+def _peer_closed(r: dict[str, Any]) -> bool:
+    """A socket the peer closed: its process exited (or its network dropped), a fact about the peer."""
+    return r.get("pattern") == PEER_CLOSED
+
+
+def _peer_gone(ctx: Context, edges: list[tuple[str | None, str, dict[str, Any]]]) -> Draft | None:
+    """Only "closed by the remote peer", nothing that failed to connect, was reset or timed out: the
+    peers' processes most likely went away. Why is in their own logs; without them the cause is
+    unknown, and the peer that closed the most connections is where to look."""
+    closers = Counter(peer for _me, peer, _r in edges)
+    (top, n), *rest = closers.most_common()
+    if rest and rest[0][1] == n:
+        return None
+    rows = [r for _me, peer, r in edges if peer == top]
+    ranks = ctx.book.ranks_on(top)
+    if any((st := ctx.states.get(rk)) and st.failure and st.failure.weight >= S.weight_cause for rk in ranks):
+        return None  # its own failure is in the logs: the fail-stop reading explains the closed sockets
+    wrote = top in writer_hosts(ctx)
+    g = Draft(
+        category=Category.UNKNOWN, culprits=tuple(ctx.book.ranks_on(top)), hosts=(top,), kind="peer_gone"
+    )
+    g.score = S.network_peer_gone
+    g.summary = (
+        f"The peer on {top} closed {w.plural(n, 'connection')}: its process most likely exited (killed, crashed "
+        f"or stopped), which {'its log here does not explain' if wrote else 'only its own log, not given, can explain'}."
+    )
+    g.rules_in.append(
+        "Every failing connection was closed by the other end; none failed to connect, timed out or was "
+        "reset, which a network fault would show."
+    )
+    if not wrote:
+        g.rules_out.append(
+            f"No log from {top} was given: whether its process crashed, was killed or ran out of memory is not shown."
+        )
+    g.evidence = [evidence(r) for r in _first(rows, 4)]
+    g.remediation = [
+        f"Read the log of the processes on {top} (and the kernel log there: OOM killer, Xid) around this time."
+    ]
+    return g
 
 
 def _own_socket(ctx: Context, rows: list[dict[str, Any]], category: str) -> Draft:

@@ -68,6 +68,7 @@ class Scores:
     network_local: float
     network_peer_ib: float
     network_peer_socket: float
+    network_peer_gone: float
     network_everywhere: float
     network_died_factor: float
     network_flush_only: float

@@ -8,7 +8,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import wording as w
-from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence
+from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence, writer_hosts
 from nccllog.correlate.rules.scores import S
 from nccllog.model import Evidence, Hypothesis
 from nccllog.vocab import HOST_CAUSES, Category, Confidence, Signal
@@ -172,10 +172,19 @@ def finish(ctx: Context, drafts: list[Draft]) -> None:
             d.hosts = tuple(
                 sorted({h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))})
             )
-        if d.hosts and single and d.category not in HOST_CAUSES:
+        if d.hosts and single and d.category not in HOST_CAUSES and not _elsewhere(ctx, d):
             # Naming a host singles it out from others; with one log of one host there is no
             # other, and a job-wide cause (a setting, a peer, an endpoint) is no fault of the host.
             d.hosts = ()
+
+
+# Rules whose claim is that the cause is on another machine than the logs' (the peer that closed
+# every connection): that machine stays named even when one log of one host is all there is.
+ELSEWHERE_KINDS = ("peer_gone",)
+
+
+def _elsewhere(ctx: Context, d: Draft) -> bool:
+    return d.kind in ELSEWHERE_KINDS and not set(d.hosts) & writer_hosts(ctx)
 
 
 def ranked(drafts: list[Draft]) -> list[Hypothesis]:
