@@ -382,3 +382,33 @@ def test_a_reset_connection_stays_a_network_reading() -> None:
     ]
     v = nccllog.analyze_text("\n".join(lines) + "\n").verdict
     assert v.category == "network_socket"
+
+
+def test_nccl_s_own_mismatch_warning_outweighs_the_hang_it_explains() -> None:
+    lines = [
+        f"[rank{r}]:[E1102 09:14:{10 + r}.123456789 ProcessGroupNCCL.cpp:632] [Rank {r}] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=8812, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=600000) "
+        "ran for 600021 milliseconds before timing out."
+        for r in range(8)
+        if r != 3
+    ]
+    lines.append(
+        "gpu-c3:7712:7790 [3] init.cc:1841 NCCL WARN Mismatched collective detected, please check your collective "
+        "calls at and around rank 3. You can use NCCL_DEBUG=INFO and NCCL_DEBUG_SUBSYS=COLL to see the collective logs"
+    )
+    v = nccllog.analyze_text("\n".join(lines) + "\n").verdict
+    assert v.category == "collective_mismatch"
+    assert v.culprit_ranks == (3,)
+
+
+def test_a_pattern_weight_needs_a_category(tmp_path: Path) -> None:
+    from nccllog.errors import PatternLibraryError
+    from nccllog.match.library import load_library
+
+    (tmp_path / "x.toml").write_text(
+        'id = "user.x"\ntitle = "x"\nproducer = "user"\nfamily = "x"\nversions = "any"\nseverity = "error"\n'
+        'signal = "nccl_warn"\nweight = 0.9\nkeywords = ["boom"]\nregex = "boom"\n',
+        encoding="utf-8",
+    )
+    with pytest.raises(PatternLibraryError, match="weight"):
+        load_library([tmp_path])

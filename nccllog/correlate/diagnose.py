@@ -89,7 +89,7 @@ def diagnose(
 ) -> Incident:
     """Correlate the ranks and pick the best hypothesis."""
     findings = findings_from_events(events, library)
-    ev = classify_failures(prepare(events))
+    ev = classify_failures(prepare(events), library.failure_weights)
     world_size, why = infer_world(ev, topology)
     if world_size is not None and world_size > MAX_RANKS:  # a garbled line, not a job size
         world_size, why = None, ""

@@ -73,8 +73,11 @@ SIGNAL_CATEGORY = {
 HANG_SIGNALS = ("collective_timeout", "work_status", "desync_report", "heartbeat", "dump", "abort")
 
 
-def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
-    """Add ``_fw`` (weight as a cause, 0 = not a failure) and ``_fcat`` (category it points to)."""
+def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None) -> pl.DataFrame:
+    """Add ``_fw`` (weight as a cause, 0 = not a failure) and ``_fcat`` (category it points to).
+
+    ``weights`` (pattern id -> weight) are the patterns' own ``weight`` keys: a line whose producer
+    states the cause outright weighs what its pattern says, not what its signal's lines usually do."""
     sig = pl.col("signal")
     sev_ok = pl.col("severity").is_in(["warning", "error", "critical"])
     words = pl.concat_str(pl.col("error_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
@@ -154,6 +157,9 @@ def classify_failures(ev: pl.DataFrame) -> pl.DataFrame:
         .otherwise(pl.coalesce(pl.col("category"), mapped, pl.lit("other")))
     )
     category, weight = taxonomy.place(category, weight.fill_null(0.0))
+    if weights:
+        own = pl.col("pattern").replace_strict(weights, default=None, return_dtype=pl.Float64)
+        weight = pl.coalesce(own, weight)
     return ev.with_columns(_fw=weight, _fcat=category)
 
 

@@ -31,6 +31,7 @@ _OPTIONAL = (
     "volume",
     "keep_last",
     "unmatched",
+    "weight",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
@@ -72,6 +73,7 @@ class Pattern:
     # "drop": a line that has this pattern's keyword but does not match is no event. For keywords
     # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
     drop_unmatched: bool = False
+    weight: float | None = None  # its lines' weight as a cause, where the producer states the cause
     path: str = ""
 
 
@@ -84,6 +86,11 @@ class Library:
     keyword_patterns: dict[str, tuple[int, ...]] = field(default_factory=dict)
     field_types: dict[str, str] = field(default_factory=dict)
     quiet_keywords: frozenset[str] = frozenset()  # keywords only of patterns that drop unmatched lines
+
+    @property
+    def failure_weights(self) -> dict[str, float]:
+        """Pattern id -> its ``weight`` key, for the patterns that have one."""
+        return {p.id: p.weight for p in self.patterns if p.weight is not None}
 
     def get(self, pattern_id: str) -> Pattern | None:
         """Return the pattern with this id, or None."""
@@ -173,6 +180,9 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         problems.append(f"{where}: severity {data['severity']!r} not in {SEVERITIES}")
     if data.get("volume", "normal") not in ("normal", "high"):
         problems.append(f"{where}: volume {data['volume']!r} is not 'normal' or 'high'")
+    w = data.get("weight")
+    if w is not None and (type(w) not in (int, float) or not 0 <= w <= 1 or "category" not in data):
+        problems.append(f"{where}: weight {w!r} must be a number 0-1, with a category")
     if data.get("unmatched", "keep") not in ("keep", "drop"):
         problems.append(f"{where}: unmatched {data['unmatched']!r} is not 'keep' or 'drop'")
     keep_last = data.get("keep_last")
@@ -257,5 +267,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         high_volume=data.get("volume") == "high",
         keep_last=keep_last,
         drop_unmatched=data.get("unmatched") == "drop",
+        weight=float(data["weight"]) if type(data.get("weight")) in (int, float) else None,
         path=str(path),
     )
