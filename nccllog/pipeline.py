@@ -17,6 +17,7 @@ from nccllog.attribution import resolve
 from nccllog.correlate import flight, jobs
 from nccllog.correlate.diagnose import diagnose
 from nccllog.correlate.rank_status import classify
+from nccllog.correlate.timeline import unaligned_hosts
 from nccllog.errors import InputError, UsageError
 from nccllog.ingest import flight as flight_dumps
 from nccllog.ingest.reader import (
@@ -264,14 +265,7 @@ def _coverage(
 def _with_unaligned_hosts(incident: Incident) -> Incident:
     """Name the hosts with timed lines whose clocks no sync point tied to the others' (their times
     are as logged, so order across hosts involving them is not established)."""
-    ev = incident.events
-    if not ev.height or "host" not in ev.columns:
-        return incident
-    timed = ev.filter(pl.col("time").is_not_null() & pl.col("host").is_not_null())
-    hosts = sorted(set(timed.get_column("host").to_list()))
-    if len(hosts) < 2:
-        return incident
-    unaligned = tuple(h for h in hosts if h not in incident.host_offsets)
+    unaligned = unaligned_hosts(incident.events, incident.host_offsets)
     if not unaligned:
         return incident
     c = incident.coverage

@@ -11,6 +11,8 @@ import nccllog
 from nccllog.attribution.layers import parse_line
 from nccllog.cli import unquote_paste
 
+FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
+
 
 @pytest.mark.parametrize(
     ("line", "rank", "host", "message"),
@@ -412,3 +414,12 @@ def test_a_pattern_weight_needs_a_category(tmp_path: Path) -> None:
     )
     with pytest.raises(PatternLibraryError, match="weight"):
         load_library([tmp_path])
+
+
+def test_unaligned_clocks_lower_a_first_to_fail_verdict() -> None:
+    """Ranks on two nodes fail; no sync point ties the nodes' clocks, so which node failed first
+    (the one the verdict names) is not established from the times."""
+    incident = nccllog.analyze(FIXTURES / "crash-node1-cuda-error-rootcause-names-node0" / "logs")
+    assert incident.coverage.unaligned_hosts
+    assert any("could not be aligned" in r for r in incident.verdict.rules_out)
+    assert incident.verdict.confidence == "medium"

@@ -127,6 +127,7 @@ def diagnose(
         coverage=coverage,
         unattributed=unattributed_failures(ev),
         world_known=world_size is not None and why not in WEAK_WORLD_EVIDENCE,
+        unaligned=timeline.unaligned_hosts(ev, offsets),
         versions=remedies.shown_versions(ev),
     )
     drafts: list[Draft] = []

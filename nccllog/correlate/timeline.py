@@ -61,6 +61,18 @@ def sync_points(ev: pl.DataFrame) -> pl.DataFrame:
     return both.group_by("key", "host").agg(pl.col("t").median())
 
 
+def unaligned_hosts(ev: pl.DataFrame, offsets: dict[str, float]) -> tuple[str, ...]:
+    """Hosts with timed lines whose clocks no sync point tied to the others' (their times are as
+    logged, so order across hosts involving them is not established); none with fewer than two."""
+    if not ev.height or "host" not in ev.columns:
+        return ()
+    timed = ev.filter(pl.col("time").is_not_null() & pl.col("host").is_not_null())
+    hosts = sorted(set(timed.get_column("host").to_list()))
+    if len(hosts) < 2:
+        return ()
+    return tuple(h for h in hosts if h not in offsets)
+
+
 def estimate_offsets(ev: pl.DataFrame) -> dict[str, float]:
     """Seconds to add to each host's clock to put it on the reference host's clock.
 

@@ -64,6 +64,7 @@ class Context:
     coverage: Coverage
     unattributed: list[Failure]
     world_known: bool = False  # the world size was printed, not guessed from the highest rank seen
+    unaligned: tuple[str, ...] = ()  # hosts whose clocks no sync point tied to the others'
     versions: dict[str, Version | None] = field(default_factory=dict)  # torch/NCCL shown (remedies)
 
     @property

@@ -102,6 +102,7 @@ class Scores:
     penalty_missing_few: float
     penalty_truncated: float
     penalty_folded: float
+    penalty_unaligned: float
 
 
 @cache

@@ -168,6 +168,7 @@ def finish(ctx: Context, drafts: list[Draft]) -> None:
                 S.penalty_folded,
                 "Ray folded identical lines of several processes into one ([repeated Nx]); who said what is partly unknown",
             )
+        _unaligned_order(ctx, d)
         if d.culprits and not d.hosts:
             d.hosts = tuple(
                 sorted({h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))})
@@ -176,6 +177,27 @@ def finish(ctx: Context, drafts: list[Draft]) -> None:
             # Naming a host singles it out from others; with one log of one host there is no
             # other, and a job-wide cause (a setting, a peer, an endpoint) is no fault of the host.
             d.hosts = ()
+
+
+# Rules that name the first to fail: when other hosts failed too, order across hosts decided.
+ORDER_KINDS = ("failstop",)
+
+
+def _unaligned_order(ctx: Context, d: Draft) -> None:
+    """Which host failed first is not established when the failing hosts' clocks could not all be
+    aligned: a claim that names some of them, as the first to fail, loses confidence."""
+    if not ctx.unaligned or d.kind not in ORDER_KINDS:
+        return
+    fails = [st.failure for st in ctx.states.values() if st.failure] + list(ctx.unattributed)
+    failing = {f.host for f in fails if f.host and f.weight >= S.weight_cause}
+    named = {h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))} | set(d.hosts)
+    off = sorted(failing & set(ctx.unaligned))
+    if named and named < failing and off:
+        d.penalise(
+            S.penalty_unaligned,
+            f"the clock of {', '.join(off[:4])} could not be aligned with the other hosts' (no shared sync point): "
+            "which host failed first is not established",
+        )
 
 
 # Rules whose claim is that the cause is on another machine than the logs' (the peer that closed
