@@ -16,7 +16,7 @@ import polars as pl
 
 from nccllog.correlate.rank_status import MEANINGS
 from nccllog.model import Finding, Incident, RankStatus, TimelineEntry
-from nccllog.render.view import RankRow, TimelineRow, failure_index
+from nccllog.render.view import RankRow, TimelineRow, around_anchor, failure_index
 
 # A rank marker the message starts with ("[Rank 3] ", "[PG 0 (default_pg) Rank 3] "): on a row
 # that stands for many ranks it names only the first of them, so it is left out there.
@@ -76,15 +76,7 @@ def timeline_rows(incident: Incident, before: int, after: int) -> tuple[list[Tim
         if i == anchor:
             anchor_key = key
     folded = [TimelineRow(tuple(v), anchor=(k == anchor_key)) for k, v in rows.items()]
-    if not folded:
-        return [], 0, 0
-    where = next((k for k, r in enumerate(folded) if r.anchor), None)
-    if where is None:
-        start = max(len(folded) - before - after, 0)
-        return folded[start:], start, 0
-    start = max(where - before, 0)
-    end = min(where + after, len(folded))
-    return folded[start:end], start, len(folded) - end
+    return around_anchor(folded, before, after)
 
 
 def row_message(row: TimelineRow, bodies: dict[tuple[str, int], str]) -> str:

@@ -320,13 +320,16 @@ def fold_timeline(entries: Sequence[TimelineEntry], anchor: int | None = None) -
 def timeline_window(incident: Incident, before: int, after: int) -> tuple[list[TimelineRow], int, int]:
     """Folded timeline rows around the failure: ``before`` rows before it, ``after`` from it on.
     Returns the rows and how many rows were left out before and after."""
-    anchor = failure_index(incident)
-    rows = fold_timeline(incident.timeline, anchor)
+    return around_anchor(fold_timeline(incident.timeline, failure_index(incident)), before, after)
+
+
+def around_anchor(rows: list[TimelineRow], before: int, after: int) -> tuple[list[TimelineRow], int, int]:
+    """``before`` rows before the anchor row and ``after`` from it on, and how many were left out
+    before and after; without an anchor, the end (where a hang or crash shows)."""
     if not rows:
         return [], 0, 0
     at = next((k for k, r in enumerate(rows) if r.anchor), None)
     if at is None:
-        # No failure on the timeline: show its end, where a hang or crash shows.
         start = max(len(rows) - before - after, 0)
         return rows[start:], start, 0
     start = max(at - before, 0)
