@@ -171,3 +171,32 @@ def test_shown_versions_are_the_jobs_lowest() -> None:
         }
     )
     assert shown_versions(ev) == {"torch": (2, 6, 0), "nccl": (2, 21, 5)}
+
+
+def test_diagnosis_vocabulary_is_data() -> None:
+    from nccllog.correlate import ranks_state
+    from nccllog.correlate.rules import network, startup, timeouts, wording
+    from nccllog.correlate.rules.vocabulary import vocabulary
+
+    v = vocabulary()
+    assert vocabulary() is v  # loaded once
+    assert timeouts.PHASE_WORDS == v.phase_words and all(w == w.lower() for w in v.phase_words)
+    assert startup.STOP_WORDS == v.stop_words and startup.VIRTUAL_IFACE is v.virtual_iface
+    assert network.RESTRICTIVE_ENV["NCCL_P2P_LEVEL"] == ("LOC", "0")
+    assert wording.XID_NAMES[79] == "GPU fell off the bus"
+    assert (ranks_state.APP_XIDS, ranks_state.SECONDARY_XIDS, ranks_state.INFO_XIDS) == (
+        (13, 31),
+        (43, 45),
+        (63, 92),
+    )
+    assert v.virtual_iface.search("NET/Socket : Using [0]veth1a2b:10.0.0.2<0>")
+    assert not v.virtual_iface.search("NET/Socket : Using [0]eth0:10.0.0.2<0>")
+
+
+def test_phase_words_match_any_case() -> None:
+    import polars as pl
+
+    from nccllog.correlate.rules.timeouts import PHASE_WORDS
+
+    s = pl.Series(["SAVING CHECKPOINT to /ckpt", "Tokenizing shard 3", "step 10 loss 1.2"])
+    assert s.str.contains_any(list(PHASE_WORDS), ascii_case_insensitive=True).to_list() == [True, True, False]
