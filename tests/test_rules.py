@@ -180,8 +180,8 @@ def test_diagnosis_vocabulary_is_data() -> None:
 
     v = vocabulary()
     assert vocabulary() is v  # loaded once
-    assert timeouts.PHASE_WORDS == v.phase_words and all(w == w.lower() for w in v.phase_words)
-    assert startup.STOP_WORDS == v.stop_words and startup.VIRTUAL_IFACE is v.virtual_iface
+    assert v.phase_words == timeouts.PHASE_WORDS and all(w == w.lower() for w in v.phase_words)
+    assert v.stop_words == startup.STOP_WORDS and startup.VIRTUAL_IFACE is v.virtual_iface
     assert network.RESTRICTIVE_ENV["NCCL_P2P_LEVEL"] == ("LOC", "0")
     assert wording.XID_NAMES[79] == "GPU fell off the bus"
     assert (ranks_state.APP_XIDS, ranks_state.SECONDARY_XIDS, ranks_state.INFO_XIDS) == (
