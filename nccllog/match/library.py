@@ -31,6 +31,7 @@ _OPTIONAL = (
     "volume",
     "keep_last",
     "unmatched",
+    "framework",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
@@ -72,6 +73,7 @@ class Pattern:
     # "drop": a line that has this pattern's keyword but does not match is no event. For keywords
     # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
     drop_unmatched: bool = False
+    framework: str | None = None  # the framework whose own code prints the line (advice/detect.py)
     path: str = ""
 
 
@@ -234,6 +236,11 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         problems.append(f"{where}: needs at least one [[examples]]")
     if not near:
         problems.append(f"{where}: needs at least one [[near_misses]]")
+    framework = data.get("framework")
+    if framework is not None and not (
+        isinstance(framework, str) and regex.fullmatch(r"[a-z][a-z0-9_-]*", framework)
+    ):
+        problems.append(f"{where}: framework must be a lower-case name like 'deepspeed', not {framework!r}")
     if len(problems) > before:
         return None
     return Pattern(
@@ -257,5 +264,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         high_volume=data.get("volume") == "high",
         keep_last=keep_last,
         drop_unmatched=data.get("unmatched") == "drop",
+        framework=framework,
         path=str(path),
     )

@@ -33,7 +33,8 @@ def _phase_rows(ctx: Context, ranks: Iterable[int], since: datetime | None) -> l
         pl.col("rank").is_in(list(ranks))
         & pl.col("message").str.contains_any(list(PHASE_WORDS), ascii_case_insensitive=True)
     )
-    sub = sub.filter(pl.col("_fw") < S.weight_phase_line_below)
+    # A line that names the framework in use (FSDP enabled, ...) is set-up, not a phase of this step.
+    sub = sub.filter((pl.col("_fw") < S.weight_phase_line_below) & (pl.col("signal") != Signal.FRAMEWORK))
     if since is not None:
         sub = sub.filter(
             pl.col("ctime").is_null()
