@@ -369,15 +369,17 @@ def test_hostile_alone_exits_2(tmp_path: Path) -> None:
 
 def test_no_advice_to_enable_what_torch_enables_by_default() -> None:
     from nccllog.advice.detect import Detected
-    from nccllog.advice.remedy import collect_next_time, enables_a_default
+    from nccllog.advice.remedy import collect_next_time, fits_versions
 
     new, old = Detected(torch=(2, 7, 0)), Detected(torch=(2, 4, 1))
     assert not any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(new, False))
-    assert any("TORCH_FR_DUMP_TEMP_FILE" in s for s in collect_next_time(new, False))
+    assert any("TORCH_NCCL_DEBUG_INFO_TEMP_FILE=" in s for s in collect_next_time(new, False))  # 2.7's name
+    assert any("TORCH_FR_DUMP_TEMP_FILE=" in s for s in collect_next_time(Detected(torch=(2, 8, 0)), False))
     assert any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(old, False))
-    assert any("DUMP_ON_TIMEOUT=1" in s for s in collect_next_time(new, True))  # this run had it off
-    step = "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps"
-    assert enables_a_default(step, new, False) and not enables_a_default(step, old, False)
+    assert any("TRACE_BUFFER_SIZE=2000" in s for s in collect_next_time(new, True))  # this run had it off
+    # A rule's step for what 2.7 does by default is dropped by its version gate in remediation.toml.
+    step = "TORCH_NCCL_TRACE_BUFFER_SIZE=2000 and TORCH_NCCL_DUMP_ON_TIMEOUT=1: every rank dumps its flight recorder on timeout"
+    assert not fits_versions(step, new, False) and fits_versions(step, old, False)
 
 
 def test_warn_enable_debug_info_exists_from_nccl_2_19_4() -> None:

@@ -127,7 +127,19 @@ def test_remedy_steps_name_their_variables_and_only_real_ones() -> None:
             for var in s.vars:
                 assert var in s.text, (name, var)
                 assert not is_covered(var) or table().get(var) is not None, (name, var)
-            assert not violations(s.text, Detected()), (name, s.text)
+            det = Detected(torch=_lowest(s.torch), torch_max=_lowest(s.torch), nccl=_lowest(s.nccl))
+            assert not violations(s.text, det), (name, s.text)
+
+
+def _lowest(gate: str | None) -> tuple[int, ...] | None:
+    """The lowest version a remedy gate admits, or None (no version: what the step says unversioned)."""
+    import re
+
+    m = re.search(r">=\s*(\d+(?:\.\d+)*)", gate or "")
+    if m:
+        return tuple(int(p) for p in m.group(1).split("."))
+    m = re.search(r"==\s*(\d+(?:\.\d+)*)", gate or "")
+    return tuple(int(p) for p in m.group(1).split(".")) if m else None
 
 
 def test_remedy_steps_follow_the_versions_shown() -> None:
@@ -159,3 +171,32 @@ def test_shown_versions_are_the_jobs_lowest() -> None:
         }
     )
     assert shown_versions(ev) == {"torch": (2, 6, 0), "nccl": (2, 21, 5)}
+
+
+def test_diagnosis_vocabulary_is_data() -> None:
+    from nccllog.correlate import ranks_state
+    from nccllog.correlate.rules import network, startup, timeouts, wording
+    from nccllog.correlate.rules.vocabulary import vocabulary
+
+    v = vocabulary()
+    assert vocabulary() is v  # loaded once
+    assert v.phase_words == timeouts.PHASE_WORDS and all(w == w.lower() for w in v.phase_words)
+    assert v.stop_words == startup.STOP_WORDS and startup.VIRTUAL_IFACE is v.virtual_iface
+    assert network.RESTRICTIVE_ENV["NCCL_P2P_LEVEL"] == ("LOC", "0")
+    assert wording.XID_NAMES[79] == "GPU fell off the bus"
+    assert (ranks_state.APP_XIDS, ranks_state.SECONDARY_XIDS, ranks_state.INFO_XIDS) == (
+        (13, 31),
+        (43, 45),
+        (63, 92),
+    )
+    assert v.virtual_iface.search("NET/Socket : Using [0]veth1a2b:10.0.0.2<0>")
+    assert not v.virtual_iface.search("NET/Socket : Using [0]eth0:10.0.0.2<0>")
+
+
+def test_phase_words_match_any_case() -> None:
+    import polars as pl
+
+    from nccllog.correlate.rules.timeouts import PHASE_WORDS
+
+    s = pl.Series(["SAVING CHECKPOINT to /ckpt", "Tokenizing shard 3", "step 10 loss 1.2"])
+    assert s.str.contains_any(list(PHASE_WORDS), ascii_case_insensitive=True).to_list() == [True, True, False]

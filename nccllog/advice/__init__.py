@@ -16,7 +16,7 @@ import polars as pl
 
 from nccllog.advice.detect import Detected, detect, driver_text
 from nccllog.advice.lint import collect, ib_present, lint, plugin_state
-from nccllog.advice.remedy import check_advice, collect_next_time, enables_a_default, timeout_advice
+from nccllog.advice.remedy import check_advice, collect_next_time, fits_versions, timeout_advice
 from nccllog.advice.text import Violation, violations
 from nccllog.advice.variables import table, vstr
 from nccllog.match.library import Library, load_library
@@ -118,7 +118,15 @@ def advise(incident: Incident, library: Library | None = None) -> Incident:
     collect_steps = collect_next_time(det, fr_off)
     advice: list[Advice] = []
     verdict = incident.verdict.category
-    for a in (check_advice(verdict), timeout_advice(verdict, det, timed_out)):
+    collect_advice = Advice(
+        title="Collect next time",
+        why="These make the next failure of this kind attributable to one rank and one collective"
+        + (f" (names for {_versions_phrase(det)})." if _versions_phrase(det) else "."),
+        steps=collect_steps,
+    )
+    if verdict == "unknown":  # nothing named: what to capture comes before any fix
+        advice.append(collect_advice)
+    for a in (check_advice(verdict), timeout_advice(verdict, det, timed_out, _long_work(incident))):
         if a is not None:
             advice.append(a)
     if findings:
@@ -137,15 +145,8 @@ def advise(incident: Incident, library: Library | None = None) -> Incident:
         advice[-1] = dataclasses.replace(
             advice[-1], why=advice[-1].why + " " + "; ".join(s.summary() for s in splits) + "."
         )
-    if verdict not in ("no_failure",):
-        advice.append(
-            Advice(
-                title="Collect next time",
-                why="These make the next failure of this kind attributable to one rank and one collective"
-                + (f" (names for {_versions_phrase(det)})." if _versions_phrase(det) else "."),
-                steps=collect_steps,
-            )
-        )
+    if verdict not in ("no_failure", "unknown"):
+        advice.append(collect_advice)
     hyps = tuple(_fix(h, det, collect_steps, fr_off) for h in incident.hypotheses)
     verdict_h = _fix(incident.verdict, det, collect_steps, fr_off)
     return dataclasses.replace(
@@ -174,13 +175,26 @@ def _flight_recorder_off(ev: pl.DataFrame, seen: dict) -> bool:
     return bool(size and size.values and size.values[0] == "0")
 
 
-def _fix(h: Hypothesis, det: Detected, collect_steps: tuple[str, ...], fr_off: bool = False) -> Hypothesis:
-    """Drop remediation that names a variable the detected versions do not read; version-correct collection."""
-    remediation = tuple(
-        r for r in h.remediation if not violations(r, det) and not enables_a_default(r, det, fr_off)
+def _long_work(incident: Incident) -> bool:
+    """Whether the diagnosis leaves room for a legitimate long wait: not a straggler verdict naming
+    its late rank, or the too-short-timeout reading has lines of its own (the late rank's long
+    work) beyond the verdict's evidence."""
+    if incident.verdict.category != "straggler_hang" or not incident.verdict.culprit_ranks:
+        return True  # no late rank named: nothing says what it was doing
+    return any(
+        e not in incident.verdict.evidence
+        for h in incident.hypotheses
+        if h.category == "config_timeout_too_short"
+        for e in h.evidence
     )
+
+
+def _fix(h: Hypothesis, det: Detected, collect_steps: tuple[str, ...], fr_off: bool = False) -> Hypothesis:
+    """Drop remediation that names a variable the detected versions do not read, and rule steps
+    whose version gate (remediation.toml) the detected versions miss; version-correct collection."""
+    remediation = tuple(r for r in h.remediation if not violations(r, det) and fits_versions(r, det, fr_off))
     collect_next = tuple(
-        c for c in h.collect_next_time if not violations(c, det) and not enables_a_default(c, det, fr_off)
+        c for c in h.collect_next_time if not violations(c, det) and fits_versions(c, det, fr_off)
     )
     if h.collect_next_time:
         collect_next = tuple(dict.fromkeys((*collect_steps, *collect_next)))

@@ -41,6 +41,7 @@ ORDER = (
     "lightning",
     "trl",
     "fsdp",
+    "ddp",
     "vllm",
     "sglang",
 )
@@ -78,16 +79,19 @@ def detect(events: pl.DataFrame, library: Library | None = None) -> Detected:
         return d
     pats = events["pattern"].fill_null("")
     producers = Counter(p.split(".", 1)[0] for p in pats.to_list() if p)
-    _frameworks(events, d, producers)
+    _frameworks(events, d, library)
     d.launcher = _launcher(events, producers)
     _versions(events, d, library)
     return d
 
 
-def _frameworks(ev: pl.DataFrame, d: Detected, producers: Counter[str]) -> None:
-    for prod, name in (("verl", "verl"), ("openrlhf", "openrlhf")):
-        if producers.get(prod):
-            d.add(name, f"{name} log lines ({prod}.* patterns)")
+def _frameworks(ev: pl.DataFrame, d: Detected, library: Library | None) -> None:
+    # Patterns of lines a framework's own code prints name it (their `framework` key).
+    if library is not None:
+        for pid in ev["pattern"].drop_nulls().unique().sort().to_list():
+            pat = library.get(pid)
+            if pat is not None and pat.framework:
+                d.add(pat.framework, f"{pat.framework} log lines ({pid.split('.', 1)[0]}.* patterns)")
     if "framework" in ev.columns:
         for fw in ev["framework"].drop_nulls().unique().sort().to_list():
             key = _ENGINES.get(str(fw).lower(), str(fw).lower())

@@ -20,6 +20,7 @@ from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import taxonomy
 from nccllog.correlate.frame import int_list
 from nccllog.correlate.network import AddressBook
+from nccllog.correlate.rules.vocabulary import vocabulary
 
 # Exceptions and texts that wrap or report another failure rather than being one.
 WRAPPER_WORDS = (
@@ -46,9 +47,9 @@ WRAPPER_WORDS = (
     "Broken pipe",
 )
 # Xids that follow an application fault (illegal address, MMU fault) or clean up after one.
-APP_XIDS = (13, 31)
-SECONDARY_XIDS = (43, 45)
-INFO_XIDS = (63, 92)
+APP_XIDS = vocabulary().xids("app")  # (classes in correlate/rules/vocabulary.toml)
+SECONDARY_XIDS = vocabulary().xids("secondary")
+INFO_XIDS = vocabulary().xids("info")
 CRASH_EXITCODES = (-11, 139, -7, 135, -8, 136, -4, 132)  # SIGSEGV, SIGBUS, SIGFPE, SIGILL (negative or 128+n)
 CRASH_SIGNALS = ("SIGSEGV", "SIGBUS", "SIGFPE", "SIGILL")
 _TERM_SIGNALS = ("SIGABRT", "SIGTERM", "SIGINT", "SIGHUP", "SIGKILL")

@@ -32,6 +32,7 @@ _OPTIONAL = (
     "keep_last",
     "unmatched",
     "weight",
+    "framework",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
 INTERNAL_COLUMNS = tuple(INTERNAL_SCHEMA)
@@ -74,6 +75,7 @@ class Pattern:
     # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
     drop_unmatched: bool = False
     weight: float | None = None  # its lines' weight as a cause, where the producer states the cause
+    framework: str | None = None  # the framework whose own code prints the line (advice/detect.py)
     path: str = ""
 
 
@@ -244,6 +246,11 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         problems.append(f"{where}: needs at least one [[examples]]")
     if not near:
         problems.append(f"{where}: needs at least one [[near_misses]]")
+    framework = data.get("framework")
+    if framework is not None and not (
+        isinstance(framework, str) and regex.fullmatch(r"[a-z][a-z0-9_-]*", framework)
+    ):
+        problems.append(f"{where}: framework must be a lower-case name like 'deepspeed', not {framework!r}")
     if len(problems) > before:
         return None
     return Pattern(
@@ -268,5 +275,6 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         keep_last=keep_last,
         drop_unmatched=data.get("unmatched") == "drop",
         weight=float(data["weight"]) if type(data.get("weight")) in (int, float) else None,
+        framework=framework,
         path=str(path),
     )

@@ -183,11 +183,11 @@ def render_markdown(incident: Incident) -> str:
 
     steps = view.remediation(incident)
     todo = [f"{i}. {esc(s, 400)}" for i, s in enumerate(steps[:5], 1)]
-    todo += [
-        f"- **{esc(a.title, 160)}**" + (f": {esc(a.why, 300)}" if a.why else "") for a in incident.advice[:3]
-    ]
+    for a in incident.advice:  # whole: advice is short, and a cut step names nothing
+        todo.append(f"- **{esc(a.title)}**" + (f": {esc(a.why)}" if a.why else ""))
+        todo += [f"  - first step: {esc(a.steps[0])}"] if a.steps else []
     if v.collect_next_time:
-        todo.append("- Next time also collect: " + "; ".join(esc(c, 120) for c in v.collect_next_time[:4]))
+        todo.append("- Next time also collect: " + "; ".join(esc(c) for c in v.collect_next_time[:4]))
     if todo:
         out += ["", "#### What to do", "", *todo]
 

@@ -242,11 +242,13 @@ def _todo(incident: Incident) -> RenderableType | None:
     items: list[tuple[Text, Text]] = []
     for i, step in enumerate(view.remediation(incident)[:6], 1):
         items.append((Text(f"{i}.", style="bold"), _t(step, limit=400)))
-    for a in incident.advice[:4]:
+    for a in incident.advice:
         body = Text(clean(a.title, 200), style="bold")
         if a.why:
             body.append(" - ")
             body.append(clean(a.why, 600), style="dim")
+        if a.steps:  # the first concrete step (command or variable), not only the title
+            body.append("\n→ " + clean(a.steps[0], 600))
         items.append((Text("•", style="bold"), body))
     collect = incident.verdict.collect_next_time
     if collect:

@@ -13,6 +13,7 @@ from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, e
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.correlate.rules.wording import _bare, _failure_text, _net_detail
 from nccllog.vocab import Category, Signal
 
@@ -262,11 +263,7 @@ def _unroutable(r: dict[str, Any]) -> bool:
     return "no route to host" in text or "network is unreachable" in text
 
 
-RESTRICTIVE_ENV = {
-    "NCCL_P2P_DISABLE": ("1",),
-    "NCCL_SHM_DISABLE": ("1",),
-    "NCCL_P2P_LEVEL": ("LOC", "0"),
-}
+RESTRICTIVE_ENV = vocabulary().restrictive_settings  # settings that forbid intra-node transports
 
 
 def _intra_node(ctx: Context, intra: list[dict[str, Any]]) -> Draft:

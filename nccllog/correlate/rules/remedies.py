@@ -1,16 +1,18 @@
 """The rules' remediation steps, as data (``[remedy.*]`` of ``advice/remediation.toml``), chosen
 by the versions the logs show.
 
-A step is ``{text, vars, torch, nccl}``; ``torch``/``nccl`` gate it (``">=2.2"``, ``"<2.7"``). A
-gate on a version the logs do not show holds, unless the step is ``only_known``: then it is given
-only where the logs show a version it applies to.
+A step is ``{text, vars, torch, nccl, when}``; ``torch``/``nccl`` gate it (``">=2.2"``, ``"<2.7"``,
+``">=2.7,<2.8"``, or ``"unknown"``: only where the logs show no version). A gate on a version the
+logs do not show holds, unless the step is ``only_known``: then it is given only where the logs
+show a version it applies to. ``when`` lists flags the caller must pass (``"!flag"``: must not),
+e.g. the launcher the advice detected.
 """
 
 from __future__ import annotations
 
 import operator
 import tomllib
-from collections.abc import Callable, Mapping
+from collections.abc import Callable, Collection, Mapping
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -38,15 +40,19 @@ class Step:
     torch: str | None = None
     nccl: str | None = None
     only_known: bool = False
+    when: tuple[str, ...] = ()
 
-    def applies(self, versions: Mapping[str, Version | None]) -> bool:
-        """Whether the step holds for the versions shown (None: not shown)."""
+    def applies(self, versions: Mapping[str, Version | None], flags: Collection[str] = ()) -> bool:
+        """Whether the step holds for the versions shown (None: not shown) and the caller's flags."""
+        for flag in self.when:
+            if (flag[1:] in flags) if flag.startswith("!") else (flag not in flags):
+                return False
         for product, gate in (("torch", self.torch), ("nccl", self.nccl)):
             if gate is None:
                 continue
             v = versions.get(product)
-            if v is None:
-                if self.only_known:
+            if gate == "unknown" or v is None:
+                if v is not None or self.only_known:
                     return False
                 continue
             if not _holds(v, gate):
@@ -55,11 +61,15 @@ class Step:
 
 
 def _holds(v: Version, gate: str) -> bool:
-    m = _GATE.fullmatch(gate)
-    if m is None:
-        raise ValueError(f"remediation.toml: gate {gate!r} is not like '>=2.2'")
-    bound = tuple(int(p) for p in m.group(2).split("."))
-    return _OPS[m.group(1)](v[: len(bound)], bound)  # torch 2.7.1 is within "<2.8" and ">=2.7"
+    """``v`` within every comma-separated bound of ``gate``."""
+    for part in gate.split(","):
+        m = _GATE.fullmatch(part)
+        if m is None:
+            raise ValueError(f"remediation.toml: gate {gate!r} is not like '>=2.2' or '>=2.7,<2.8'")
+        bound = tuple(int(p) for p in m.group(2).split("."))
+        if not _OPS[m.group(1)](v[: len(bound)], bound):  # torch 2.7.1 is within "<2.8" and ">=2.7"
+            return False
+    return True
 
 
 @cache
@@ -76,6 +86,7 @@ def table() -> dict[str, tuple[Step, ...]]:
                 torch=s.get("torch"),
                 nccl=s.get("nccl"),
                 only_known=bool(s.get("only_known", False)),
+                when=tuple(s.get("when", ())),
             )
             for s in steps
         )
@@ -85,9 +96,34 @@ def table() -> dict[str, tuple[Step, ...]]:
     return out
 
 
-def steps(name: str, versions: Mapping[str, Version | None], **values: str) -> list[str]:
-    """The texts of remedy ``name`` that hold for ``versions``, ``{placeholders}`` filled in."""
-    return [s.text.format(**values) if values else s.text for s in table()[name] if s.applies(versions)]
+def steps(
+    name: str, versions: Mapping[str, Version | None], flags: Collection[str] = (), **values: str
+) -> list[str]:
+    """The texts of remedy ``name`` that hold for ``versions`` and ``flags``, ``{placeholders}`` filled in."""
+    return [
+        s.text.format(**values) if values else s.text for s in table()[name] if s.applies(versions, flags)
+    ]
+
+
+def step_of(text: str) -> Step | None:
+    """The table's step whose text (placeholders filled in) is ``text``, or None."""
+    return _by_text().get(text) or next((s for rx, s in _templates() if rx.fullmatch(text)), None)
+
+
+@cache
+def _by_text() -> dict[str, Step]:
+    return {s.text: s for ss in table().values() for s in ss if "{" not in s.text}
+
+
+@cache
+def _templates() -> tuple[tuple[regex.Pattern[str], Step], ...]:
+    out = []
+    for ss in table().values():
+        for s in ss:
+            if "{" in s.text:
+                parts = regex.split(r"\{\w+\}", s.text)
+                out.append((regex.compile(".+?".join(regex.escape(p) for p in parts), regex.S), s))
+    return tuple(out)
 
 
 def _parse(text: str) -> Version | None:

@@ -19,6 +19,7 @@ from nccllog.correlate.rules.base import (
 )
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.vocab import Category, Severity, Signal
 
 
@@ -198,29 +199,10 @@ def _system_version(ctx: Context) -> list[Draft]:
     return [d]
 
 
-STOP_WORDS = (
-    "^C",
-    "SIGINT",
-    "SIGTERM",
-    "SIGKILL",
-    "death signal",
-    "CANCELLED",
-    "Cancelled",
-    "cancelled",
-    "Terminated",
-    "closing signal",
-    "Killed",
-    "killed",
-    "TIME LIMIT",
-    "time limit",
-    "Global timeout",
-    "timed out",
-)
+STOP_WORDS = vocabulary().stop_words  # an exit from outside: cancelled, not failed
 
 
-VIRTUAL_IFACE = regex.compile(
-    r"(?:^|[\s\]])(veth\w*|docker\d*|br-[0-9a-f]+|virbr\d*|cni\d*|flannel\.\d+|cali\w+|lo):|\bfe80::"
-)
+VIRTUAL_IFACE = vocabulary().virtual_iface  # container, bridge, overlay and loopback interfaces
 
 
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")

@@ -19,49 +19,22 @@ from nccllog.correlate.orphans import progress_by_elimination
 from nccllog.correlate.rules import remedies
 from nccllog.correlate.rules.base import Context, Draft, _active_after, _reporters_text, evidence
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.correlate.rules.wording import _progress_text
 from nccllog.vocab import Category, Signal
 
-PHASE_WORDS = (
-    "checkpoint",
-    "Checkpoint",
-    "save",
-    "Save",
-    "saving",
-    "Saving",
-    "eval",
-    "Eval",
-    "validat",
-    "Validat",
-    "generat",
-    "Generat",
-    "rollout",
-    "Rollout",
-    "tokeniz",
-    "Tokeniz",
-    "preprocess",
-    "Preprocess",
-    "cluster",
-    "Cluster",
-    "k-means",
-    "kmeans",
-    "indexing",
-    "Indexing",
-    "merg",
-    "Merg",
-    "state dict",
-    "state_dict",
-    "download",
-    "Download",
-)
+# Words of a long rank-local phase (vocabulary.toml), matched case-insensitively.
+PHASE_WORDS = vocabulary().phase_words
 
 
 def _phase_rows(ctx: Context, ranks: Iterable[int], since: datetime | None) -> list[dict[str, Any]]:
     """Lines of these ranks that name a long rank-local phase (checkpoint, evaluation, …)."""
     sub = ctx.ev.filter(
-        pl.col("rank").is_in(list(ranks)) & pl.col("message").str.contains_any(list(PHASE_WORDS))
+        pl.col("rank").is_in(list(ranks))
+        & pl.col("message").str.contains_any(list(PHASE_WORDS), ascii_case_insensitive=True)
     )
-    sub = sub.filter(pl.col("_fw") < S.weight_phase_line_below)
+    # A line that names the framework in use (FSDP enabled, ...) is set-up, not a phase of this step.
+    sub = sub.filter((pl.col("_fw") < S.weight_phase_line_below) & (pl.col("signal") != Signal.FRAMEWORK))
     if since is not None:
         sub = sub.filter(
             pl.col("ctime").is_null()

@@ -9,6 +9,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import Failure
 from nccllog.correlate.rules.base import Context
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.vocab import Category, Signal
 
 
@@ -31,31 +32,7 @@ def _progress_text(row: dict[str, Any]) -> str:
     return w.excerpt(row.get("message"))
 
 
-XID_NAMES = {
-    13: "graphics engine exception",
-    31: "GPU memory page fault",
-    43: "GPU stopped processing",
-    45: "preemptive channel cleanup",
-    48: "double-bit ECC error",
-    63: "ECC page retirement",
-    64: "ECC page retirement failure",
-    74: "NVLink error",
-    79: "GPU fell off the bus",
-    92: "high single-bit ECC error rate",
-    94: "contained ECC error",
-    95: "uncontained ECC error",
-    109: "context-switch timeout",
-    119: "GSP RPC timeout",
-    120: "GSP error",
-    137: "NVLink error",
-    144: "NVLink error",
-    145: "NVLink error",
-    146: "NVLink error",
-    147: "NVLink error",
-    148: "NVLink error",
-    149: "NVLink network error",
-    150: "NVLink error",
-}
+XID_NAMES = vocabulary().xid_names  # Xid number -> what it means (vocabulary.toml)
 
 
 def _failure_clause(f: Failure, who: str) -> str:

@@ -1,0 +1,44 @@
+"""The diagnosis vocabulary (``vocabulary.toml``): phase words, stop words, virtual interfaces,
+restrictive settings and the Xid table, loaded once."""
+
+from __future__ import annotations
+
+import tomllib
+from dataclasses import dataclass
+from functools import cache
+from importlib import resources
+
+import regex
+
+
+@dataclass(frozen=True)
+class Vocabulary:
+    """What the rules look for, by name."""
+
+    phase_words: tuple[str, ...]  # lower case; match case-insensitively
+    stop_words: tuple[str, ...]  # case-sensitive
+    virtual_iface: regex.Pattern[str]
+    restrictive_settings: dict[str, tuple[str, ...]]
+    xid_names: dict[int, str]
+    xid_class: dict[int, str]  # "app", "secondary", "info"
+
+    def xids(self, kind: str) -> tuple[int, ...]:
+        """The Xid numbers of one class, in order."""
+        return tuple(sorted(x for x, c in self.xid_class.items() if c == kind))
+
+
+@cache
+def vocabulary() -> Vocabulary:
+    """The vocabulary file, parsed and checked once."""
+    text = resources.files("nccllog").joinpath("correlate", "rules", "vocabulary.toml").read_text("utf-8")
+    raw = tomllib.loads(text)
+    names = "|".join(raw["virtual_interfaces"])
+    xid = {int(k): v for k, v in raw["xid"].items()}
+    return Vocabulary(
+        phase_words=tuple(w.lower() for w in raw["phase_words"]),
+        stop_words=tuple(raw["stop_words"]),
+        virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
+        restrictive_settings={k: tuple(v) for k, v in raw["restrictive_settings"].items()},
+        xid_names={k: v["name"] for k, v in xid.items()},
+        xid_class={k: v["class"] for k, v in xid.items() if "class" in v},
+    )
