@@ -22,7 +22,15 @@ UPDATE = os.environ.get("NCCLLOG_UPDATE_GOLDEN") == "1"
 CASES = fixture_cases() + gfbench_cases()
 # Reports name files by their path; the snapshots name them relative to these roots, so a clone
 # anywhere (a worktree, CI's checkout) compares equal.
-ROOTS = ((str(GF.resolve()), "<gf-bench>"), (str(Path(__file__).resolve().parents[1]), "<repo>"))
+# Both spellings of each root: the cases name files through ../shared as given (a symlink in some
+# checkouts), the resolved path where a path was resolved.
+_REPO = Path(__file__).parents[1]
+ROOTS = (
+    (str(GF.resolve()), "<gf-bench>"),
+    (str(GF.absolute()), "<gf-bench>"),
+    (str(_REPO.resolve()), "<repo>"),
+    (str(_REPO.absolute()), "<repo>"),
+)
 
 
 def _portable(text: str) -> str:
