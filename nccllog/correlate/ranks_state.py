@@ -1,6 +1,6 @@
 """Per-rank metrics: what each rank was last seen doing, and the failure that stopped it.
 
-Everything here is a measurement, not a judgement; ``outliers`` (in hypotheses.py) decides which
+Everything here is a measurement, not a judgement; the rules (``correlate/rules/``) decide which
 ranks stand out. Failures are weighed by how likely a line of that kind is to be a cause rather
 than a consequence: an OOM or a SIGSEGV is a cause far more often than a ``DistBackendError``
 that merely rethrows a watchdog timeout.

@@ -20,8 +20,10 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate import hypotheses as hy
 from nccllog.correlate import wording as w
+from nccllog.correlate.rules.base import Context, Draft, _first, _reporters_text, _timeout_rows, evidence
+from nccllog.correlate.rules.startup import STOP_WORDS, _store_address, startup_hang
+from nccllog.correlate.rules.wording import _bare
 from nccllog.correlate.setup_vocab import bad_master_addr, iface_problem, ip_of, parse_ifaces, vocab
 
 HANG_EARLY_SEQ = 3  # a watchdog collective at or below this seq, with nothing completed, is "at init"
@@ -43,12 +45,12 @@ class Shape:
     what: str = ""
 
 
-def failure_shape(ctx: hy.Context) -> Shape:
+def failure_shape(ctx: Context) -> Shape:
     """Did the job fail, and before any real work (no step, no completed collective)?"""
     ev = ctx.ev
     errors = ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") >= 0.3)).to_dicts()
     words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
-    stopped = ev.filter((pl.col("signal") == "process_exit") & words.str.contains_any(list(hy.STOP_WORDS)))
+    stopped = ev.filter((pl.col("signal") == "process_exit") & words.str.contains_any(list(STOP_WORDS)))
     stalls = ev.filter(pl.col("signal") == "stall").height
     main = ctx.main
     hang = main is not None or stopped.height > 0 or stalls > 0
@@ -80,7 +82,7 @@ def failure_shape(ctx: hy.Context) -> Shape:
 # --------------------------------------------------------------------------- the rule
 
 
-def setup_evidence(ctx: hy.Context) -> list[hy.Draft]:
+def setup_evidence(ctx: Context) -> list[Draft]:
     """Setup lines that name the cause of a failure at or right after init."""
     shape = failure_shape(ctx)
     if not shape.failed:
@@ -97,7 +99,7 @@ def setup_evidence(ctx: hy.Context) -> list[hy.Draft]:
 # --------------------------------------------------------------------------- interfaces
 
 
-def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _interfaces(ctx: Context, shape: Shape) -> Draft | None:
     rows = ctx.ev.filter(
         (pl.col("signal") == "bootstrap") & (pl.col("ifaces").is_not_null() | pl.col("iface").is_not_null())
     ).to_dicts()
@@ -136,14 +138,13 @@ def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     hit = [
         r
         for r in shape.socket
-        if (peer := r.get("peer_addr") or r.get("peer"))
-        and str(ip_of(hy._bare(str(peer))) or "") in bad_addrs
+        if (peer := r.get("peer_addr") or r.get("peer")) and str(ip_of(_bare(str(peer))) or "") in bad_addrs
     ]
     if not ((shape.early and shape.failed) or hit):
         return None
-    if any(d.category == "network_socket" for d in hy.startup_hang(ctx)):
+    if any(d.category == "network_socket" for d in startup_hang(ctx)):
         return None  # the stopped-during-init reading already names the virtual interfaces
-    d = hy.Draft(category="network_socket", culprits=())
+    d = Draft(category="network_socket", culprits=())
     all_hosts = bad_hosts >= hosts
     if not all_hosts:
         d.hosts = tuple(sorted(h for h in bad_hosts if h != "?"))
@@ -172,8 +173,8 @@ def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         "On a clean run the same interface list is harmless only when traffic stays on one node; "
         "this job spans several hosts."
     )
-    d.evidence = [hy.evidence(r, "interfaces NCCL chose") for r in hy._first(bad_rows, 3)]
-    d.evidence += [hy.evidence(r) for r in hy._first(hit or shape.socket or shape.errors, 2)]
+    d.evidence = [evidence(r, "interfaces NCCL chose") for r in _first(bad_rows, 3)]
+    d.evidence += [evidence(r) for r in _first(hit or shape.socket or shape.errors, 2)]
     d.remediation = [
         "Pin NCCL to the routable interface on every node: NCCL_SOCKET_IFNAME=eth0 (a prefix that exists on all "
         "nodes), or exclude the others with NCCL_SOCKET_IFNAME=^docker,veth,lo,virbr.",
@@ -185,7 +186,7 @@ def _interfaces(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 # --------------------------------------------------------------------------- InfiniBand
 
 
-def _ib(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _ib(ctx: Context, shape: Shape) -> Draft | None:
     v = vocab()
     ev = ctx.ev
     missing = ev.filter(
@@ -215,7 +216,7 @@ def _ib(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         return None  # one node: no inter-node transport to miss
     if not hosts_ib and not ib_env:
         return None  # nothing says IB was expected: an Ethernet cluster
-    d = hy.Draft(category="network_ib", culprits=())
+    d = Draft(category="network_ib", culprits=())
     if hosts_ib and hosts_no:
         d.hosts = tuple(sorted(hosts_no))
         d.score = 0.66
@@ -227,8 +228,8 @@ def _ib(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
             f"IB devices listed on {w.host_list(sorted(hosts_ib))}; 'no device' / missing libibverbs on "
             f"{w.host_list(sorted(hosts_no))}."
         )
-        d.evidence = [hy.evidence(r) for r in hy._first(missing, 2)] + [
-            hy.evidence(r) for r in with_ib.head(1).to_dicts()
+        d.evidence = [evidence(r) for r in _first(missing, 2)] + [
+            evidence(r) for r in with_ib.head(1).to_dicts()
         ]
     else:
         d.score = 0.58
@@ -241,12 +242,12 @@ def _ib(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
             + ", ".join(sorted({f"{r['env_var']}={r['env_value']}" for r in ib_env}))[:160]
             + "."
         )
-        d.evidence = [hy.evidence(r) for r in hy._first(missing, 2)] + [hy.evidence(r) for r in ib_env[:1]]
+        d.evidence = [evidence(r) for r in _first(missing, 2)] + [evidence(r) for r in ib_env[:1]]
     d.rules_in.append(f"The failure came before any work completed: {shape.what or 'errors at init'}.")
     d.rules_out.append(
         "`NET/Plugin: Could not find …` lines are benign (no external plugin installed) and are not read as evidence."
     )
-    d.evidence += [hy.evidence(r) for r in hy._first(shape.socket or shape.errors, 2)]
+    d.evidence += [evidence(r) for r in _first(shape.socket or shape.errors, 2)]
     d.remediation = [
         "Expose the IB devices to the job (/dev/infiniband in the container, the rdma/hca device plugin on Kubernetes) "
         "and install libibverbs (rdma-core) in the image; `ibv_devices` must list the HCAs.",
@@ -258,7 +259,7 @@ def _ib(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 # --------------------------------------------------------------------------- /dev/shm
 
 
-def _shm(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _shm(ctx: Context, shape: Shape) -> Draft | None:
     v = vocab()
     rows = ctx.ev.filter(
         pl.col("severity").is_in(["error", "critical"])
@@ -268,9 +269,9 @@ def _shm(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         return None
     hosts = sorted({r["host"] for r in rows if r.get("host")})
     ranks = sorted({r["rank"] for r in rows if r.get("rank") is not None})
-    d = hy.Draft(category="init_failure", culprits=(), hosts=tuple(hosts))
+    d = Draft(category="init_failure", culprits=(), hosts=tuple(hosts))
     d.score = 0.7
-    first = hy._first(rows, 3)
+    first = _first(rows, 3)
     sizes = sorted({str(r["size"]) for r in rows if r.get("size")})
     err = next((str(r["error"]) for r in first if r.get("error")), "")
     d.summary = (
@@ -295,7 +296,7 @@ def _shm(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
             "The NCCL error surfaced to PyTorch is a system error, which is what a failed shm call returns."
         )
     d.rules_out.append("A rank's own fault would not show as a failure to allocate /dev/shm on the node.")
-    d.evidence = [hy.evidence(r) for r in first] + [hy.evidence(r) for r in hy._first(system, 1)]
+    d.evidence = [evidence(r) for r in first] + [evidence(r) for r in _first(system, 1)]
     d.remediation = [
         "Give the container a large /dev/shm: `docker run --shm-size=16g …` or `--ipc=host` (Docker's default is 64 MB); "
         "on Kubernetes mount an emptyDir with medium: Memory at /dev/shm.",
@@ -308,7 +309,7 @@ def _shm(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 # --------------------------------------------------------------------------- fabric manager / NVLS
 
 
-def _fabric(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _fabric(ctx: Context, shape: Shape) -> Draft | None:
     v = vocab()
     ev = ctx.ev
     text = pl.concat_str(pl.col("error").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
@@ -338,7 +339,7 @@ def _fabric(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         return None  # a fabric manager version line alone is _system_version's
     fm_rows = fm_version.to_dicts() + fm_down.to_dicts()
     hosts = sorted({r["host"] for r in rows + fm_rows if r.get("host")})
-    d = hy.Draft(category=cat, culprits=(), hosts=tuple(hosts))
+    d = Draft(category=cat, culprits=(), hosts=tuple(hosts))
     d.score = score
     where = f" on {w.host_list(hosts)}" if hosts else ""
     d.summary = (
@@ -357,7 +358,7 @@ def _fabric(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
             "NVSwitches: the CUDA error is the symptom, the node's fabric setup the cause."
         )
     if fm_rows:
-        d.rules_in.append(f"Fabric manager lines: {str(hy._first(fm_rows, 1)[0]['message']).strip()[:160]}")
+        d.rules_in.append(f"Fabric manager lines: {str(_first(fm_rows, 1)[0]['message']).strip()[:160]}")
     if nvls_off.height:
         d.rules_in.append(
             "NCCL found NVLS multicast not available, as on a node whose fabric is not configured."
@@ -366,9 +367,9 @@ def _fabric(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         d.rules_in.append(f"The failure fits: {shape.what}.")
     d.rules_out.append("Every rank of the node is affected alike; no rank is to blame.")
     d.evidence = (
-        [hy.evidence(r) for r in hy._first(rows, 2)]
-        + [hy.evidence(r) for r in hy._first(fm_rows, 2)]
-        + [hy.evidence(r) for r in nvls_off.head(1).to_dicts()]
+        [evidence(r) for r in _first(rows, 2)]
+        + [evidence(r) for r in _first(fm_rows, 2)]
+        + [evidence(r) for r in nvls_off.head(1).to_dicts()]
     )
     d.remediation = [
         "Start the fabric manager and check it: `systemctl status nvidia-fabricmanager`, "
@@ -381,7 +382,7 @@ def _fabric(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 # --------------------------------------------------------------------------- topology
 
 
-def topo_pairs(ctx: hy.Context) -> dict[str, list[tuple[str, str, str]]]:
+def topo_pairs(ctx: Context) -> dict[str, list[tuple[str, str, str]]]:
     """GPU pairs whose `nvidia-smi topo -m` link goes through the CPU (PHB/NODE/SYS), per host ("" if unknown)."""
     v = vocab()
     rows = ctx.ev.filter(pl.col("topo_dev").is_not_null() & pl.col("topo_links").is_not_null()).sort("_i")
@@ -406,7 +407,7 @@ def topo_pairs(ctx: hy.Context) -> dict[str, list[tuple[str, str, str]]]:
     return out
 
 
-def _topology(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _topology(ctx: Context, shape: Shape) -> Draft | None:
     main = ctx.main
     if main is None or not shape.early:
         return None  # a hang stopped from outside after init is startup_hang's P2P reading
@@ -418,7 +419,7 @@ def _topology(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         return None  # P2P off: the topology's peer paths are not in use
     if main.silent and not main.hidden:
         return None  # a rank that never arrived is a straggler question, not a path question
-    d = hy.Draft(category="p2p_topology", culprits=())
+    d = Draft(category="p2p_topology", culprits=())
     d.score = 0.62
     where = sorted(h for h in pairs if h)
     listed = "; ".join(
@@ -444,15 +445,15 @@ def _topology(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     if level:
         d.rules_in.append(f"NCCL_P2P_LEVEL={level[0]['env_value']} was set.")
     d.rules_in.append(
-        f"{hy._reporters_text(ctx, main).capitalize()} timed out with nothing completed before it."
+        f"{_reporters_text(ctx, main).capitalize()} timed out with nothing completed before it."
     )
     d.rules_out.append(
         "No rank was missing from the timeout and none failed first: the path, not a rank, stalled."
     )
     topo_rows = ctx.ev.filter(pl.col("topo_dev").is_not_null()).sort("_i").head(4).to_dicts()
-    d.evidence = [hy.evidence(r, "GPU connection matrix") for r in topo_rows]
-    d.evidence += [hy.evidence(r) for r in p2p.head(1).to_dicts()]
-    d.evidence += [hy.evidence(r) for r in hy._timeout_rows(main, 2)]
+    d.evidence = [evidence(r, "GPU connection matrix") for r in topo_rows]
+    d.evidence += [evidence(r) for r in p2p.head(1).to_dicts()]
+    d.evidence += [evidence(r) for r in _timeout_rows(main, 2)]
     d.remediation = [
         "Test with NCCL_P2P_DISABLE=1 (or NCCL_P2P_LEVEL=PXB so only switch-local pairs use P2P): if it then runs, "
         "the host-bridge peer path is broken.",
@@ -466,7 +467,7 @@ def _topology(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
 # --------------------------------------------------------------------------- rendezvous address
 
 
-def _master_addr(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
+def _master_addr(ctx: Context, shape: Shape) -> Draft | None:
     ev = ctx.ev
     named = ev.filter(pl.col("master_addr").is_not_null()).to_dicts()
     named += ev.filter((pl.col("env_var") == "MASTER_ADDR") & pl.col("env_value").is_not_null()).to_dicts()
@@ -476,7 +477,7 @@ def _master_addr(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
         if why := bad_master_addr(addr):
             found.append((r, addr, why))
     for r in shape.store:
-        store = hy._store_address(r)
+        store = _store_address(r)
         if store and (why := bad_master_addr(store)):
             found.append((r, store, why))
     if not found:
@@ -485,7 +486,7 @@ def _master_addr(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     if not (shape.store or (shape.failed and not nccl_up)):
         return None
     addr, why = found[0][1], found[0][2]
-    d = hy.Draft(category="bootstrap_rendezvous", culprits=())
+    d = Draft(category="bootstrap_rendezvous", culprits=())
     d.score = 0.72
     d.summary = (
         f"The rendezvous address (MASTER_ADDR) is {addr}, {why}, not a host: no node listens there, so the ranks "
@@ -499,8 +500,8 @@ def _master_addr(ctx: hy.Context, shape: Shape) -> hy.Draft | None:
     d.rules_out.append(
         "A late or crashed store host would still have a routable address; this one is not a host at all."
     )
-    d.evidence = [hy.evidence(r, "rendezvous address") for r, _, _ in found[:2]]
-    d.evidence += [hy.evidence(r) for r in hy._first(shape.store, 2)]
+    d.evidence = [evidence(r, "rendezvous address") for r, _, _ in found[:2]]
+    d.evidence += [evidence(r) for r in _first(shape.store, 2)]
     d.remediation = [
         "Set MASTER_ADDR to the routable IP or host name of the node with node rank 0; when a script derives it from "
         "`ip`/`ifconfig` output, check it takes the address field, not the netmask or broadcast.",
