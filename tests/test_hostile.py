@@ -21,10 +21,9 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
+from clirun import cli
 from markdown_it import MarkdownIt
 
-from nccllog.cli import main
 from nccllog.ingest import reader
 from nccllog.pipeline import InputError, analyze
 from nccllog.render import FORMATS, render
@@ -47,10 +46,6 @@ def watchdog(
 
 
 GOOD = (watchdog() + "\n").encode()
-
-
-def cli(*args: str | Path, stdin: bytes | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], input=stdin, catch_exceptions=False)
 
 
 def report(*inputs: str | Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:

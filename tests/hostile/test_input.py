@@ -20,9 +20,7 @@ from pathlib import Path
 from typing import Any
 
 import pytest
-from click.testing import CliRunner, Result
-
-from nccllog.cli import main
+from clirun import cli
 
 WATCHDOG = (
     "[rank{rank}]:[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:632] [Rank {rank}] Watchdog caught "
@@ -33,10 +31,6 @@ WATCHDOG = (
 
 def good(rank: int = 1) -> bytes:
     return (WATCHDOG.format(rank=rank) + "\n").encode()
-
-
-def cli(*args: str | Path, stdin: bytes | None = None) -> Result:
-    return CliRunner().invoke(main, [str(a) for a in args], input=stdin, catch_exceptions=False)
 
 
 def report(*inputs: str | Path, extra: tuple[str, ...] = ()) -> dict[str, Any]:
