@@ -7,51 +7,19 @@ Set NCCLLOG_SCREENSHOT_DIR to keep the screenshots (and the HTML) for a look."""
 from __future__ import annotations
 
 import os
-import re
 import shutil
-import subprocess
 from pathlib import Path
 
 import pytest
+from headless import ABSENT, CHROMIUM, chromium, console
 from synth import straggler
 
 import nccllog
 from nccllog.render import render
 
-CHROMIUM = Path("/usr/bin/chromium")
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
-CONSOLE = re.compile(r":CONSOLE[:(]")
 
-pytestmark = pytest.mark.skipif(
-    not CHROMIUM.exists(),
-    reason="/usr/bin/chromium is absent (apt-get install chromium; .ci/run installs it)",
-)
-
-
-def _chromium(tmp: Path, url: str, *extra: str) -> subprocess.CompletedProcess[str]:
-    profile = tmp / "profile"
-    profile.mkdir(exist_ok=True)
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--disable-quic",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        *extra,
-        url,
-    ]
-    return subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
-
-
-def _console(stderr: str) -> list[str]:
-    return [line for line in stderr.splitlines() if CONSOLE.search(line)]
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=ABSENT)
 
 
 def _keep(*files: Path) -> None:
@@ -68,8 +36,8 @@ def test_console_scan_catches_errors(tmp_path: Path) -> None:
     page.write_text(
         "<!DOCTYPE html><p>x</p><script>console.error('boom'); nope();</script>", encoding="utf-8"
     )
-    res = _chromium(tmp_path, page.as_uri(), "--dump-dom")
-    lines = _console(res.stderr)
+    res = chromium(tmp_path, page.as_uri(), "--dump-dom")
+    lines = console(res.stderr)
     assert any("boom" in line for line in lines), res.stderr[-2000:]
     assert any("Uncaught" in line for line in lines)
 
@@ -77,17 +45,17 @@ def test_console_scan_catches_errors(tmp_path: Path) -> None:
 def _check_page(tmp_path: Path, name: str, html: str, must_show: list[str]) -> Path:
     page = tmp_path / f"{name}.html"
     page.write_text(html, encoding="utf-8")
-    res = _chromium(tmp_path, page.as_uri(), "--dump-dom")
+    res = chromium(tmp_path, page.as_uri(), "--dump-dom")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert not _console(res.stderr), _console(res.stderr)
+    assert not console(res.stderr), console(res.stderr)
     dom = res.stdout
     assert "<script" not in dom.lower()
     for text in must_show:
         assert text in dom, text
     shot = tmp_path / f"{name}.png"
-    res = _chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1400,2000")
+    res = chromium(tmp_path, page.as_uri(), f"--screenshot={shot}", "--window-size=1400,2000")
     assert res.returncode == 0, res.stderr[-2000:]
-    assert not _console(res.stderr), _console(res.stderr)
+    assert not console(res.stderr), console(res.stderr)
     data = shot.read_bytes()
     assert data[:8] == b"\x89PNG\r\n\x1a\n" and len(data) > 20_000
     _keep(page, shot)

@@ -11,48 +11,27 @@ import os
 import re
 import shutil
 import struct
-import subprocess
 import time
 import zlib
 from pathlib import Path
 
 import pytest
+from headless import ABSENT, CHROMIUM, chromium, console
 from html_synth import job
 
 from nccllog.render import render
 
-CHROMIUM = Path("/usr/bin/chromium")
-CONSOLE = re.compile(r":CONSOLE[:(]")
 EXTERNAL = re.compile(
     r"""(?:src|href|xlink:href)\s*=\s*["']?\s*(?:https?:|//|ftp:|file:)|url\(|@import""", re.I
 )
 MAX_BYTES = 400_000  # the page of a 4,096-rank job is about 100 KB
 
-pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason="/usr/bin/chromium is absent")
+pytestmark = pytest.mark.skipif(not CHROMIUM.exists(), reason=ABSENT)
 
 
 def _shoot(tmp: Path, page: Path, png: Path, *extra: str) -> tuple[float, str]:
-    profile = tmp / "profile"
-    profile.mkdir(exist_ok=True)
-    cmd = [
-        str(CHROMIUM),
-        "--headless",
-        "--no-sandbox",
-        "--disable-gpu",
-        "--no-first-run",
-        "--disable-background-networking",
-        "--disable-component-update",
-        "--disable-sync",
-        f"--user-data-dir={profile}",
-        "--enable-logging=stderr",
-        "--v=0",
-        "--window-size=1400,2400",
-        f"--screenshot={png}",
-        *extra,
-        page.as_uri(),
-    ]
     start = time.perf_counter()
-    res = subprocess.run(cmd, capture_output=True, text=True, timeout=180, check=False)
+    res = chromium(tmp, page.as_uri(), "--window-size=1400,2400", f"--screenshot={png}", *extra)
     assert res.returncode == 0, res.stderr[-2000:]
     return time.perf_counter() - start, res.stderr
 
@@ -86,7 +65,7 @@ def test_report_renders_in_chromium(tmp_path: Path, world: int) -> None:
     for mode, extra in (("light", ()), ("dark", ("--force-dark-mode",))):
         png = tmp_path / f"report-{world}-ranks-{mode}.png"
         load_s, stderr = _shoot(tmp_path, page, png, *extra)
-        assert not [line for line in stderr.splitlines() if CONSOLE.search(line)]
+        assert not console(stderr)
         pixels = _pixels(png)
         assert png.stat().st_size > 20_000 and len(set(pixels)) > 64  # drawn, not blank
         shots[mode] = pixels
@@ -108,9 +87,7 @@ def test_evidence_link_opens_its_excerpt(tmp_path: Path) -> None:
     assert closed is not None
     page = tmp_path / "report.html"
     page.write_text(html, encoding="utf-8")
-    profile = tmp_path / "profile"
-    cmd = [str(CHROMIUM), "--headless", "--no-sandbox", "--disable-gpu", f"--user-data-dir={profile}"]
     url = f"{page.as_uri()}#{closed.group(1)}"
-    dom = subprocess.run([*cmd, "--dump-dom", url], capture_output=True, text=True, timeout=180).stdout
+    dom = chromium(tmp_path, url, "--dump-dom").stdout
     at = dom.index(f'id="{closed.group(1)}"')
     assert dom[dom.rindex("<details", 0, at) :].startswith('<details class="excerpt-box" open')
