@@ -199,8 +199,9 @@ def rule(ctx: Context) -> list[Draft]:
         return []
     for p in procs:
         p.rank = _rank_of(ctx, p)
-    waiting = [(p, f) for p in procs if (f := p.waiting_in(vocab)) is not None]
-    elsewhere = [p for p in procs if p.waiting_in(vocab) is None]
+    where = [(p, p.waiting_in(vocab)) for p in procs]
+    waiting = [(p, f) for p, f in where if f is not None]
+    elsewhere = [p for p, f in where if f is None]
     if waiting and elsewhere and len(elsewhere) < len(waiting):
         return [_elsewhere(ctx, vocab, elsewhere, waiting)]
     if waiting and not elsewhere:

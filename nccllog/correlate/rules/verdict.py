@@ -170,13 +170,16 @@ def finish(ctx: Context, drafts: list[Draft]) -> None:
             )
         _unaligned_order(ctx, d)
         if d.culprits and not d.hosts:
-            d.hosts = tuple(
-                sorted({h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))})
-            )
+            d.hosts = tuple(sorted(_hosts_of(ctx, d.culprits)))
         if d.hosts and single and d.category not in HOST_CAUSES and not _elsewhere(ctx, d):
             # Naming a host singles it out from others; with one log of one host there is no
             # other, and a job-wide cause (a setting, a peer, an endpoint) is no fault of the host.
             d.hosts = ()
+
+
+def _hosts_of(ctx: Context, ranks: tuple[int, ...]) -> set[str]:
+    """The hosts these ranks ran on, where known."""
+    return {h for r in ranks if (h := ctx.book.rank_host.get(r) or _host(ctx, r))}
 
 
 # Rules that name the first to fail: when other hosts failed too, order across hosts decided.
@@ -190,7 +193,7 @@ def _unaligned_order(ctx: Context, d: Draft) -> None:
         return
     fails = [st.failure for st in ctx.states.values() if st.failure] + list(ctx.unattributed)
     failing = {f.host for f in fails if f.host and f.weight >= S.weight_cause}
-    named = {h for r in d.culprits if (h := ctx.book.rank_host.get(r) or _host(ctx, r))} | set(d.hosts)
+    named = _hosts_of(ctx, d.culprits) | set(d.hosts)
     off = sorted(failing & set(ctx.unaligned))
     if named and named < failing and off:
         d.penalise(
