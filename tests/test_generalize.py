@@ -423,3 +423,27 @@ def test_unaligned_clocks_lower_a_first_to_fail_verdict() -> None:
     assert incident.coverage.unaligned_hosts
     assert any("could not be aligned" in r for r in incident.verdict.rules_out)
     assert incident.verdict.confidence == "medium"
+
+
+def test_a_launchers_closing_signal_after_a_failed_worker_is_not_a_stop_from_outside() -> None:
+    # torch 2.11's agent, as captured on a real GPU: rank 0 failed of itself (exit code 1), the
+    # agent then stopped its sibling; the workers' own output went to --log-dir
+    text = (
+        "W1126 03:26:44.355000 1119 torch/distributed/elastic/multiprocessing/api.py:1012] Sending process 1143 closing signal SIGTERM\n"
+        "E1126 03:26:44.470000 1119 torch/distributed/elastic/multiprocessing/api.py:986] failed (exitcode: 1) local_rank: 0 (pid: 1142) of binary: /usr/bin/python3\n"
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "train.py FAILED\n"
+        "------------------------------------------------------------\n"
+        "Root Cause (first observed failure):\n"
+        "[0]:\n"
+        "  time      : 2026-11-26_03:26:44\n"
+        "  host      : gpu-n4\n"
+        "  rank      : 0 (local_rank: 0)\n"
+        "  exitcode  : 1 (pid: 1142)\n"
+        "  error_file: <N/A>\n"
+    )
+    v = _verdict(text)
+    assert v.category == "unknown"
+    assert "first observed failure is rank 0 (exit code 1)" in v.summary
+    assert "not in these logs" in v.summary

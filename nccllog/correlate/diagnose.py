@@ -183,7 +183,7 @@ def _choose(ctx: Context, hyps: list[Hypothesis]) -> Hypothesis:
     )
     if not hyps:
         if failed:
-            return _unknown(ctx, hyps, "the logs show errors that no rule could place")
+            return _unknown(ctx, hyps, verdict.unplaced_error(ctx))
         return _no_failure(ctx)
     best = hyps[0]
     if best.score < S.confidence_unknown_below:

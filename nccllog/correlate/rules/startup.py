@@ -208,6 +208,13 @@ VIRTUAL_IFACE = vocabulary().virtual_iface  # container, bridge, overlay and loo
 LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
 
 
+def _failed_on_its_own(ev: pl.DataFrame) -> bool:
+    """Some worker exited with a positive code: it failed of itself (an uncaught error, a
+    sys.exit(1)), where a stop from outside leaves a signal (negative code or 128+N)."""
+    codes = ev.filter(pl.col("signal").is_in([Signal.PROCESS_EXIT, Signal.ROOT_CAUSE]))["exitcode"]
+    return bool(codes.is_between(1, 127).any())
+
+
 def startup_hang(ctx: Context) -> list[Draft]:
     """The job was stopped from outside (cancelled, interrupted, killed by a time limit) with no
     watchdog timeout and no rank failure: how far did the ranks get before they stopped moving?
@@ -225,6 +232,10 @@ def startup_hang(ctx: Context) -> list[Draft]:
     exits = ev.filter(pl.col("signal") == Signal.PROCESS_EXIT)
     words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
     stopped = exits.filter(words.str.contains_any(list(STOP_WORDS))).to_dicts()
+    if _failed_on_its_own(ev):
+        # the launcher's closing signals to the siblings of a worker that failed of itself (a
+        # positive exit code) are its reaction to that failure, not a stop from outside
+        stopped = [r for r in stopped if "closing signal" not in (r.get("message") or "")]
     stalls = ev.filter(pl.col("signal") == Signal.STALL).to_dicts()
     if not stopped and not stalls:
         return []

@@ -11,7 +11,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence, writer_hosts
 from nccllog.correlate.rules.scores import S
 from nccllog.model import Evidence, Hypothesis
-from nccllog.vocab import HOST_CAUSES, Category, Confidence, Signal
+from nccllog.vocab import HOST_CAUSES, Category, Confidence, Severity, Signal
 
 CAUSE_KINDS = (
     "failstop",
@@ -128,6 +128,31 @@ def root_causes(ctx: Context) -> list[dict[str, Any]]:
         else:
             current = None
     return out
+
+
+def unplaced_error(ctx: Context) -> str:
+    """What an ``unknown`` verdict says when errors were logged but no rule placed them: the
+    launcher's first observed failure, else the first error-severity line."""
+    roots = root_causes(ctx)
+    if roots:
+        rc = roots[0]
+        code = f" (exit code {rc['exitcode']})" if rc["exitcode"] is not None else ""
+        own = ctx.states.get(rc["rank"])
+        if own is None or not own.seen:
+            return (
+                f"the launcher's first observed failure is rank {rc['rank']}{code}, and that rank's own output "
+                "(its traceback or error) is not in these logs; the launcher's --log-dir/--redirects files or "
+                "the job's per-rank logs hold it"
+            )
+        return (
+            f"the launcher's first observed failure is rank {rc['rank']}{code}, and no rule placed its error"
+        )
+    errors = ctx.ev.filter(pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])).sort("_i")
+    if errors.height:
+        r = errors.row(0, named=True)
+        who = f" (rank {r['rank']})" if r.get("rank") is not None else ""
+        return f"the first error, {w.excerpt(r.get('message'))}{who}, fits no known cause"
+    return "the logs show errors that no rule could place"
 
 
 def _root_cause_note(ctx: Context, d: Draft, roots: list[dict[str, Any]]) -> None:

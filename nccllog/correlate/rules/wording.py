@@ -55,7 +55,8 @@ def _failure_clause(f: Failure, who: str) -> str:
         return f"{gpus[0].upper() + gpus[1:]} logged Xid {r['xid']}{' (' + name + ')' if name else ''}"
     if f.signal == Signal.DUPLICATE_GPU:
         bus = f" (bus {r['bus_id']})" if r.get("bus_id") else ""
-        return f"{who} were placed on the same GPU{bus}, so NCCL refused to set up the communicator"
+        verb = "were" if plural or who.startswith("Ranks") else "was"
+        return f"{who} {verb} placed on the same GPU{bus}, so NCCL refused to set up the communicator"
     if f.category == Category.SEGFAULT_CRASH:
         sig = r.get("signal_name") or ("SIGSEGV" if r.get("exitcode") in (-11, 139) else None)
         code = f" (exit code {r['exitcode']})" if r.get("exitcode") is not None else ""
