@@ -138,7 +138,7 @@ def main(argv: list[str] | None = None) -> int:
     groups: dict[str, list[Outcome]] = defaultdict(list)
     for o in outcomes:
         groups[o.group].append(o)
-    order = ["scenarios", "real-threads", "sealed", "gf-bench", "corpus"]
+    order = ["scenarios", "captured", "real-threads", "sealed", "gf-bench", "corpus"]
     print("\n\n".join(report(g, groups[g]) for g in order if groups.get(g)))
     if args.json:
         args.json.write_text(json.dumps([asdict(o) for o in outcomes], indent=2) + "\n", encoding="utf-8")

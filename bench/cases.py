@@ -33,7 +33,7 @@ class Case:
     """One labelled input: where its logs are and what a careful reader concludes."""
 
     name: str
-    group: str  # scenarios | real-threads | sealed | gf-bench | corpus
+    group: str  # scenarios | captured | real-threads | sealed | gf-bench | corpus
     inputs: Path  # folder (or file) handed to nccllog
     category: str
     accept: tuple[str, ...] = ()
@@ -63,6 +63,8 @@ def _fixture_case(folder: Path) -> Case:
     want = doc["expect"]
     real = doc.get("incident") == "real-thread"
     group = ("sealed" if is_sealed(folder.name) else "real-threads") if real else "scenarios"
+    if doc.get("incident") == "captured":
+        group = "captured"  # our own real runs on a GPU machine: real output, known cause
     return Case(
         name=folder.name,
         group=group,
