@@ -447,3 +447,77 @@ def test_a_launchers_closing_signal_after_a_failed_worker_is_not_a_stop_from_out
     assert v.category == "unknown"
     assert "first observed failure is rank 0 (exit code 1)" in v.summary
     assert "not in these logs" in v.summary
+
+
+def test_an_escaped_error_among_warnings_is_not_an_all_clear() -> None:
+    text = (
+        "gpu-r04:20551:20551 [1] NCCL INFO NCCL_ALGO set by environment to Ring\n"
+        "[W1126 03:28:33.749616023 Utils.hpp:137] Warning: Environment variable TORCH_NCCL_TRACE_BUFFER_SIZE is "
+        "deprecated; use TORCH_FR_BUFFER_SIZE instead (function operator())\n"
+        "[rank3]: Traceback (most recent call l"
+    )
+    v = _verdict(text)
+    assert v.category == "unknown"
+    assert "Traceback" in v.summary
+
+
+def test_the_specific_error_under_ncclinvalidusage_is_the_cause() -> None:
+    # NCCL 2.28.9 under torch 2.11, as captured: the WARN, torch's generic wrapper, its "Last error:"
+    text = (
+        "[2026-11-26 03:29:00] gpu-n4:1441:1441 [0] bootstrap.cc:114 NCCL WARN Bootstrap : no socket interface found\n"
+        "gpu-n4:1441:1441 [0] NCCL INFO init.cc:126 -> 5\n"
+        "torch.distributed.DistBackendError: NCCL error in: /pytorch/torch/csrc/distributed/c10d/ProcessGroupNCCL.cpp:3135, "
+        "invalid usage (run with NCCL_DEBUG=WARN for details), NCCL version 2.28.9\n"
+        "ncclInvalidUsage: This usually reflects invalid usage of NCCL library.\n"
+        "Last error:\n"
+        "Bootstrap : no socket interface found\n"
+    )
+    assert _verdict(text).category == "network_socket"
+
+
+def test_a_mismatch_noticed_by_several_ranks_names_none_of_them() -> None:
+    text = "".join(
+        f"node-a{r // 8}:{900 + r}:{950 + r} [{r % 8}] init.cc:1841 NCCL WARN Mismatched collective detected, please "
+        f"check your collective calls at and around rank {r}. You can use NCCL_DEBUG=INFO and "
+        "NCCL_DEBUG_SUBSYS=COLL to see the collective logs\n"
+        for r in (9, 11, 13)
+    )
+    v = _verdict(text)
+    assert v.category == "collective_mismatch"
+    assert v.culprit_ranks == ()
+
+
+def test_watchdog_lines_without_a_group_far_apart_are_not_one_stream() -> None:
+    # torch 2.0 lines name no process group: "[Rank N]" is a group rank, and each group counts alone
+    text = "".join(
+        f"[E ProcessGroupNCCL.cpp:458] [Rank {r}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, Timeout(ms)=1800000) ran for 1800412 milliseconds before timing out.\n"
+        for r, seq in ((0, 71201), (0, 71209), (3, 30118))
+    )
+    assert _verdict(text).category != "collective_mismatch"
+
+
+def test_the_only_member_of_a_job_is_its_own_straggler() -> None:
+    text = (
+        "gpu-n4:7001:7001 [0] NCCL INFO comm 0x5a1e20 rank 0 nranks 1 cudaDev 0 nvmlDev 0 busId 18000 commId 0x1f2e - Init COMPLETE\n"
+        "[rank0]:[E1126 03:27:08.559244593 ProcessGroupNCCL.cpp:689] [Rank 0] Watchdog caught collective operation "
+        "timeout: WorkNCCL(SeqNum=4, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, Timeout(ms)=15000) ran for 15049 "
+        "milliseconds before timing out.\n"
+    )
+    v = _verdict(text)
+    assert (v.category, v.culprit_ranks) == ("straggler_hang", (0,))
+
+
+def test_ranks_started_twice_while_others_never_start_is_a_launch_fault() -> None:
+    # two nodes of four GPUs, both started as node 0: Lightning's once-per-process banner shows it
+    text = "".join(
+        f"initializing ddp: GLOBAL_RANK: {r}, MEMBER: {r + 1}/8\n" for _node in range(2) for r in range(4)
+    )
+    v = _verdict(text)
+    assert (v.category, v.culprit_ranks) == ("bootstrap_rendezvous", ())
+    assert "started twice" in v.summary
+
+
+def test_every_rank_once_is_no_launch_fault() -> None:
+    text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4))
+    assert _verdict(text).category != "bootstrap_rendezvous"

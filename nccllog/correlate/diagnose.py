@@ -208,6 +208,9 @@ def _no_failure(ctx: Context) -> Hypothesis:
     n = len(ctx.seen)
     finished = ctx.ev.filter(pl.col("signal") == Signal.COMPLETION)
     warned = ctx.ev.filter(pl.col("severity") == Severity.WARNING).height > 0
+    raised = verdict.uncaught(ctx)
+    if not finished.height and raised:
+        return _unknown(ctx, [], f"an error escaped a process ({raised}), and no rule placed it")
     if not finished.height and not warned:
         return _unknown(
             ctx,

@@ -32,6 +32,8 @@ _OPTIONAL = (
     "keep_last",
     "unmatched",
     "weight",
+    "witness",
+    "banner",
     "framework",
 )
 # Internal columns the matcher adds for rank resolution; pattern fields may not use these names either.
@@ -75,6 +77,10 @@ class Pattern:
     # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
     drop_unmatched: bool = False
     weight: float | None = None  # its lines' weight as a cause, where the producer states the cause
+    # the printing rank saw the fault happen, it is not shown to have caused it (NCCL's device-side
+    # mismatch check fires on whichever rank noticed): the rules name no culprit from it alone
+    witness: bool = False
+    banner: bool = False  # printed once by each process as it starts: two of one rank are two processes
     framework: str | None = None  # the framework whose own code prints the line (advice/detect.py)
     path: str = ""
 
@@ -93,6 +99,16 @@ class Library:
     def failure_weights(self) -> dict[str, float]:
         """Pattern id -> its ``weight`` key, for the patterns that have one."""
         return {p.id: p.weight for p in self.patterns if p.weight is not None}
+
+    @property
+    def witness_patterns(self) -> frozenset[str]:
+        """Ids of the patterns whose printing rank only witnessed the fault (``witness = true``)."""
+        return frozenset(p.id for p in self.patterns if p.witness)
+
+    @property
+    def banner_patterns(self) -> frozenset[str]:
+        """Ids of the patterns each process prints once as it starts (``banner = true``)."""
+        return frozenset(p.id for p in self.patterns if p.banner)
 
     def get(self, pattern_id: str) -> Pattern | None:
         """Return the pattern with this id, or None."""
@@ -185,6 +201,9 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
     w = data.get("weight")
     if w is not None and (type(w) not in (int, float) or not 0 <= w <= 1 or "category" not in data):
         problems.append(f"{where}: weight {w!r} must be a number 0-1, with a category")
+    for key in ("witness", "banner"):
+        if type(data.get(key, False)) is not bool:
+            problems.append(f"{where}: {key} {data[key]!r} is not true or false")
     if data.get("unmatched", "keep") not in ("keep", "drop"):
         problems.append(f"{where}: unmatched {data['unmatched']!r} is not 'keep' or 'drop'")
     keep_last = data.get("keep_last")
@@ -275,6 +294,8 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         keep_last=keep_last,
         drop_unmatched=data.get("unmatched") == "drop",
         weight=float(data["weight"]) if type(data.get("weight")) in (int, float) else None,
+        witness=data.get("witness") is True,
+        banner=data.get("banner") is True,
         framework=framework,
         path=str(path),
     )

@@ -145,13 +145,18 @@ def failure_lines(ev: pl.DataFrame) -> pl.DataFrame:
     return ev.filter(pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL]) & (pl.col("_fw") > 0))
 
 
+LOOPBACK_NAMES = frozenset({"localhost", "127.0.0.1", "::1", "0.0.0.0"})
+
+
 def _hosts_seen(ctx: Context) -> set[str]:
     """Every machine the logs show: line hosts, hosts from file names, hosts of known ranks."""
     seen = set(ctx.book.host_ranks) | set(ctx.book.rank_host.values())
     for col in ("host", "_file_host", "_ip"):
         if col in ctx.ev.columns:
             seen |= set(ctx.ev[col].drop_nulls().unique().to_list())
-    return seen
+    # a launcher's "host : localhost" is the machine it runs on, not one more machine
+    named = {h for h in seen if h not in LOOPBACK_NAMES}
+    return named if named else seen
 
 
 def writer_hosts(ctx: Context) -> set[str]:

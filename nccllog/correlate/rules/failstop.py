@@ -21,6 +21,8 @@ from nccllog.model import Evidence
 from nccllog.vocab import ENV_CAUSES, Signal
 
 FAILSTOP_EXCLUDE = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET, Signal.STORE_TIMEOUT)
+# lines of a process setting itself up (devices, transports, versions, settings), not running
+SETUP_SIGNALS = (Signal.INIT, Signal.BOOTSTRAP, Signal.ENV_SETTING, Signal.VERSION)
 
 
 def failstop(ctx: Context) -> list[Draft]:
@@ -33,6 +35,8 @@ def failstop(ctx: Context) -> list[Draft]:
         and st.failure.signal not in FAILSTOP_EXCLUDE
     ]
     fails += [f for f in ctx.unattributed if f.weight >= S.weight_cause and f.signal not in FAILSTOP_EXCLUDE]
+    known = [st.failure for st in ctx.states.values() if st.failure is not None] + list(ctx.unattributed)
+    fails = [f for f in fails if not _wraps_a_specific_failure(f, known)]
     if not fails:
         return []
     groups: dict[str, list[Failure]] = defaultdict(list)
@@ -55,25 +59,29 @@ def failstop(ctx: Context) -> list[Draft]:
             named = []
         everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
         culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
-        if cat in ENV_CAUSES and not named:
-            # A rank that reports a fault of its machine's setup is its victim: the place is the
-            # machine (named when it is not every machine seen), not the process.
+        witnessed = all(f.row.get("pattern") in ctx.library.witness_patterns for f in fs)
+        if witnessed:
+            # The reporters saw the fault; the lines alone do not say whose call diverged. A reporter
+            # that is also the rank the others waited for in a hang is out of step by both counts.
+            culprits = tuple(sorted(set(ranks) & set(main.silent))) if main is not None else ()
+        setup = cat in ENV_CAUSES or all(f.signal in SETUP_SIGNALS for f in fs)
+        if setup and not named:
+            # A rank that reports a fault of its machine's setup (a setup cause, or any cause found
+            # while setting up: no RDMA device for a forced transport) is its victim: the place is
+            # the machine (named when it is not every machine seen), not the process.
             culprits = ()
             places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
             hosts = sorted(places) if places < _hosts_seen(ctx) else []
         d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
         d.score = max(f.weight for f in fs)
         what = _failure_text(lead)
-        if named:
-            who = w.ranks_phrase(named, capital=True)
-        elif ranks:
-            who = w.ranks_phrase(ranks, capital=True)
-        else:
-            who = f"A process on {w.host_list(hosts)}" if hosts else "A process"
+        who = _who(named, ranks, hosts)
         when = f" at {w.clock(lead.time)}" if lead.time else ""
         if everyone:
             d.summary = f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
+        elif witnessed:
+            d.summary = f"{who} reported '{what}'{when}: the line tells where the fault was noticed, not which rank caused it"
         else:
             d.summary = f"{_failure_clause(lead, who)}{when}"
         d.rules_in.append(f"{who} logged '{what}'{when} ({lead.row['source']}:{lead.row['line']}).")
@@ -117,6 +125,32 @@ def failstop(ctx: Context) -> list[Draft]:
         d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
         drafts.append(d)
     return drafts
+
+
+def _who(named: list[int], ranks: list[int], hosts: list[str]) -> str:
+    """The subject of a failure sentence: the ranks named, else the failing ranks, else the place."""
+    if named or ranks:
+        return w.ranks_phrase(named or ranks, capital=True)
+    return f"A process on {w.host_list(hosts)}" if hosts else "A process"
+
+
+WRAPPER_WINDOW = 40  # lines: torch prints NCCL's generic error, then its "Last error:", near the WARN
+
+
+def _wraps_a_specific_failure(f: Failure, known: list[Failure]) -> bool:
+    """A generic NCCL error (``NCCL error in: …, invalid usage``, ``ncclInvalidUsage: This usually
+    reflects …``) that the same log explains with a specific failure close by (the NCCL WARN it
+    wraps, repeated under ``Last error:``): the specific one is the cause, the wrapper its carrier."""
+    if f.signal != Signal.NCCL_ERROR:
+        return False
+    src, line = f.row["source"], f.row["line"]
+    return any(
+        g.signal != Signal.NCCL_ERROR
+        and g.weight >= S.weight_cause
+        and g.row["source"] == src
+        and abs(line - g.row["line"]) <= WRAPPER_WINDOW
+        for g in known
+    )
 
 
 def _named_ranks(fs: list[Failure]) -> list[int]:

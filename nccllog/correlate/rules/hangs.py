@@ -150,6 +150,11 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
         seqs[s].append(r)
     if len(seqs) < 2:
         return None
+    unnamed = all(t.row.get("pg") is None for b in ctx.aligned if b.pg == a.pg for t in b.reports)
+    if unnamed and max(seqs) - min(seqs) > S.seq_skew_far:
+        # Lines that name no group (torch < 2.2) put every group in the default one; sequence
+        # numbers thousands apart are then the counters of different groups, not one stream.
+        return None
     groups = sorted(seqs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     maj = groups[0][1]
     others = [r for _s, rs in groups[1:] for r in rs]
@@ -472,6 +477,15 @@ def _merge(drafts: list[Draft]) -> list[Draft]:
     return list(by.values())
 
 
+def _only_member(ctx: Context, a: Aligned) -> int | None:
+    """The rank, when the group it timed out in is known to have that one member."""
+    # the default group's membership is a guess (the ranks seen) unless the world size was printed
+    members = ctx.world if a.pg == DEFAULT_PG and ctx.world_known else ()
+    if len(members) == 1 and tuple(a.reporters) == tuple(members):
+        return int(members[0])
+    return None
+
+
 def _nobody(ctx: Context, a: Aligned) -> Draft:
     """Every expected rank timed out in the same place: the logs name no culprit."""
     coll = w.collective(a.op, a.seq)
@@ -501,6 +515,20 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
         )
         d.evidence = [evidence(r) for r in _timeout_rows(a, 4)]
         d.remediation = steps("first_collective", ctx.versions)
+        return d
+    alone = _only_member(ctx, a)
+    if alone is not None:
+        d = Draft(category=Category.STRAGGLER_HANG, culprits=(alone,), kind="nobody")
+        d.score = S.nobody_alone
+        d.summary = (
+            f"Rank {alone} is the only member of {w.pg_name(a.pg)} and timed out at {coll} after "
+            f"{w.seconds(a.timeout_ms)}: it waited on no peer, so its own GPU work (a kernel queued before the "
+            "collective, or the collective's kernel) did not finish in time."
+        )
+        d.rules_in.append(
+            f"{w.pg_name(a.pg).capitalize()} has one member, rank {alone}; nobody else can be late."
+        )
+        d.evidence = [evidence(r) for r in _timeout_rows(a, 4)]
         return d
     d = Draft(category=Category.STRAGGLER_HANG, culprits=(), kind="nobody")
     d.score = S.nobody_everyone

@@ -26,6 +26,7 @@ class Scores:
     mismatch_first_failed_s: float
     seq_skew_clear: float
     seq_skew_unclear: float
+    seq_skew_far: float
     silent_one: float
     silent_several: float
     silent_all_missing: float
@@ -46,6 +47,7 @@ class Scores:
     merge_cap: float
     nobody_first_collective: float
     nobody_everyone: float
+    nobody_alone: float
     config_base: float
     config_working: float
     config_lines: float
@@ -91,6 +93,8 @@ class Scores:
     startup_p2p: float
     startup_idle: float
     startup_pcie_switch: float
+    startup_same_rank: float
+    startup_same_rank_max_never: float
     leftover_base: float
     reconcile_cause_min: float
     reconcile_bonus: float

@@ -10,6 +10,7 @@ import regex
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import (
+    LOOPBACK_NAMES,
     Context,
     Draft,
     _first,
@@ -25,7 +26,7 @@ from nccllog.vocab import Category, Severity, Signal
 
 def rule(ctx: Context) -> list[Draft]:
     """Start-up: who the rendezvous waited for, version splits, a job stopped before its first collective."""
-    return bootstrap(ctx) + versions(ctx) + startup_hang(ctx)
+    return bootstrap(ctx) + versions(ctx) + startup_hang(ctx) + same_rank_twice(ctx)
 
 
 def bootstrap(ctx: Context) -> list[Draft]:
@@ -205,7 +206,38 @@ STOP_WORDS = vocabulary().stop_words  # an exit from outside: cancelled, not fai
 VIRTUAL_IFACE = vocabulary().virtual_iface  # container, bridge, overlay and loopback interfaces
 
 
-LOOPBACK = ("localhost", "127.0.0.1", "::1", "0.0.0.0")
+def same_rank_twice(ctx: Context) -> list[Draft]:
+    """Start-up banners (each process prints one) claim some ranks twice while other ranks of the
+    printed world never appear: processes were started as the same ranks (on several nodes, the
+    node rank did not reach them), and the rendezvous waits for ranks nobody runs."""
+    if not ctx.library.banner_patterns or "own_rank" not in ctx.ev.columns:
+        return []
+    banners = ctx.ev.filter(
+        pl.col("pattern").is_in(list(ctx.library.banner_patterns)) & pl.col("own_rank").is_not_null()
+    )
+    if not banners.height or ctx.ev.filter(pl.col("signal") == Signal.PROGRESS).height:
+        return []
+    world = int(banners["world_size"].fill_null(0).max() or 0)  # type: ignore[arg-type]
+    claims = banners.group_by("own_rank").len()
+    twice = sorted(int(r) for r, n in claims.iter_rows() if n >= 2)
+    never = [r for r in range(world) if r not in set(claims["own_rank"].to_list())]
+    if not twice or not never or len(never) > S.startup_same_rank_max_never:
+        return []
+    d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="startup")
+    d.score = S.startup_same_rank
+    d.summary = (
+        f"{w.ranks_phrase(twice, capital=True)} started twice and {w.ranks_phrase(never)} never, in a world of "
+        f"{world}: processes were started as the same ranks (on several nodes, the node rank did not reach them), "
+        "so the rendezvous waited for ranks nobody ran."
+    )
+    d.rules_in.append(
+        f"The start-up line each process prints once appears twice for {w.ranks_phrase(twice)} and never for "
+        f"{w.ranks_phrase(never)}."
+    )
+    d.rules_out.append("No training progress after it: the job never got past start-up.")
+    d.evidence = [evidence(r) for r in banners.sort("_i").head(4).to_dicts()]
+    d.remediation = steps("rendezvous", ctx.versions)
+    return [d]
 
 
 def _failed_on_its_own(ev: pl.DataFrame) -> bool:
@@ -364,9 +396,9 @@ def _rendezvous_env(ctx: Context) -> list[str]:
     addrs = sorted(set(rows.filter(pl.col("env_var") == "MASTER_ADDR")["env_value"].to_list()))
     ports = sorted(set(rows.filter(pl.col("env_var") == "MASTER_PORT")["env_value"].to_list()))
     hosts = {h for h in ctx.ev["host"].drop_nulls().unique().to_list()} | set(ctx.book.host_ranks)
-    if any(a in LOOPBACK for a in addrs) and len(hosts) > 1:
+    if any(a in LOOPBACK_NAMES for a in addrs) and len(hosts) > 1:
         out.append(
-            f"MASTER_ADDR is {', '.join(a for a in addrs if a in LOOPBACK)} on a job spanning {len(hosts)} hosts"
+            f"MASTER_ADDR is {', '.join(a for a in addrs if a in LOOPBACK_NAMES)} on a job spanning {len(hosts)} hosts"
         )
     if len(addrs) > 1:
         out.append(f"the ranks were given {len(addrs)} different MASTER_ADDR values")

@@ -50,7 +50,10 @@ def _config_or_straggler(ctx: Context, a: Aligned, d: Draft) -> list[Draft]:
     start = a.wait_start or a.first_time
     culprits = list(d.culprits)
     # A desync report may name ranks no other line knows of (no state): they cannot be shown alive.
-    alive = [r for r in culprits if r in ctx.states and _active_after(ctx.states[r], start)]
+    # A culprit that is itself the only one waiting has no "others" to have outlived: its lines
+    # after its own timeout are the dump and abort that the timeout caused.
+    alone = set(a.reporters) <= set(culprits)
+    alive = [r for r in culprits if not alone and r in ctx.states and _active_after(ctx.states[r], start)]
     phase = _phase_rows(ctx, culprits, start) if culprits else []
     tied = progress_by_elimination(ctx.ev, a, ctx.book, ctx.missing) if culprits else {}
     # Lines that report long work: a phase's sub-step of minutes ("… state dict took 118.28 secs")

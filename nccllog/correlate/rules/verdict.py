@@ -10,6 +10,7 @@ import polars as pl
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence, writer_hosts
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.model import Evidence, Hypothesis
 from nccllog.vocab import HOST_CAUSES, Category, Confidence, Severity, Signal
 
@@ -128,6 +129,17 @@ def root_causes(ctx: Context) -> list[dict[str, Any]]:
         else:
             current = None
     return out
+
+
+def uncaught(ctx: Context) -> str | None:
+    """The first line that shows an error escaping a process (a traceback, an uncaught C++
+    exception, a fatal signal handler), quoted; None when there is none."""
+    markers = list(vocabulary().uncaught_markers)
+    hit = ctx.ev.filter(pl.col("message").fill_null("").str.contains_any(markers)).sort("_i")
+    if not hit.height:
+        return None
+    r = hit.row(0, named=True)
+    return w.excerpt(r.get("message")) + (f" (rank {r['rank']})" if r.get("rank") is not None else "")
 
 
 def unplaced_error(ctx: Context) -> str:

@@ -1,4 +1,4 @@
-"""The diagnosis vocabulary (``vocabulary.toml``): phase words, stop words, virtual interfaces,
+"""The diagnosis vocabulary (``vocabulary.toml``): phase words, stop words, uncaught-error markers, virtual interfaces,
 restrictive settings and the Xid table, loaded once."""
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ class Vocabulary:
 
     phase_words: tuple[str, ...]  # lower case; match case-insensitively
     stop_words: tuple[str, ...]  # case-sensitive
+    uncaught_markers: tuple[str, ...]  # case-sensitive
     virtual_iface: regex.Pattern[str]
     restrictive_settings: dict[str, tuple[str, ...]]
     xid_names: dict[int, str]
@@ -37,6 +38,7 @@ def vocabulary() -> Vocabulary:
     return Vocabulary(
         phase_words=tuple(w.lower() for w in raw["phase_words"]),
         stop_words=tuple(raw["stop_words"]),
+        uncaught_markers=tuple(raw["uncaught_markers"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
         restrictive_settings={k: tuple(v) for k, v in raw["restrictive_settings"].items()},
         xid_names={k: v["name"] for k, v in xid.items()},
