@@ -521,3 +521,8 @@ def test_ranks_started_twice_while_others_never_start_is_a_launch_fault() -> Non
 def test_every_rank_once_is_no_launch_fault() -> None:
     text = "".join(f"Initializing distributed: GLOBAL_RANK: {r}, MEMBER: {r + 1}/4\n" for r in range(4))
     assert _verdict(text).category != "bootstrap_rendezvous"
+
+
+def test_a_header_cut_by_another_writers_line_gives_the_line_to_the_second() -> None:
+    a = parse_line("node-a:101:201 [2] NCCL INFO node-a:103:203 [7] NCCL WARN Cuda failure 'out of memory'")
+    assert (a.pid, a.message) == (103, "Cuda failure 'out of memory'")

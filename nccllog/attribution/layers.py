@@ -499,6 +499,10 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
         if c.isalnum() or c == ":":
             if "NCCL " in s:
                 m = _NCCL.match(s, pos)
+                # A header right after a header: the first writer's record was cut by a second
+                # writer's line (`a:1:2 [2] NCCL INFO b:3:3 [7] NCCL WARN …`); the text is the second's.
+                while m and (inner := _NCCL.match(s, m.end())):
+                    m = inner
                 if m:
                     st["host"], st["pid"], st["tid"] = (
                         m.group("host") or None,
