@@ -387,3 +387,11 @@ def test_warn_enable_debug_info_exists_from_nccl_2_19_4() -> None:
 
     var = table().variables["NCCL_WARN_ENABLE_DEBUG_INFO"]
     assert var.since == (2, 19, 4)
+
+
+def test_the_default_groups_members_give_the_world_size(tmp_path: Path) -> None:
+    # two ranks' dumps of an eight-rank job: the default group lists all eight
+    write_dumps(
+        tmp_path / "dumps", {r: d for r, d in late_rank_dumps(late=7, world=8).items() if r in (0, 1)}
+    )
+    assert analyze([str(tmp_path / "dumps")]).world_size == 8

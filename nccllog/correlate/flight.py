@@ -289,6 +289,10 @@ def _dump_rows(d: Dump) -> list[dict[str, Any]]:
                 rank=d.rank,
                 last_enqueued=st.last_enqueued,
                 last_completed=st.last_completed,
+                # the default group's members are the whole job: its size is the world size
+                world_size=(len(d.pg_ranks.get(pg_id, ())) or None)
+                if d.pg_desc.get(pg_id) == "default_pg"
+                else None,
             )
         )
     for _pg_id, items in sorted(by_pg.items()):
