@@ -3,6 +3,7 @@ coherent job is the one analysed."""
 
 from __future__ import annotations
 
+import dataclasses
 import json
 from datetime import datetime, timedelta
 
@@ -41,6 +42,30 @@ def test_every_format_says_so_at_the_top(incident: nccllog.Incident) -> None:
     assert md.splitlines()[2].startswith("> **Mixed input:** The input mixes 3 jobs")
     doc = json.loads(nccllog.render(incident, "json"))
     assert doc["mixed_input"] == SENTENCE and list(doc)[:3] == ["schema_version", "verdict", "mixed_input"]
+    html = nccllog.render(incident, "html")
+    banner = (
+        '<p class="mixed" id="mixed-input" role="note"><strong>Mixed input:</strong> The input mixes 3 jobs'
+    )
+    assert html.index(banner) < html.index('id="verdict"')
+    assert SENTENCE.replace("'", "&#39;") in html
+
+
+def test_one_job_has_no_banner() -> None:
+    assert 'class="mixed"' not in nccllog.render(nccllog.analyze_text(mismatch_job()), "html")
+
+
+def test_html_banner_is_escaped(incident: nccllog.Incident) -> None:
+    """The sentence names jobs from log text: markup, terminal escapes and bidi overrides in it
+    stay inert text in the banner."""
+    evil = 'x <script>alert(1)</script><img src=x onerror="y"> \x1b]52;c;QUFB\x07 \u202eexe.log'
+    html = nccllog.render(dataclasses.replace(incident, mixed_input=evil), "html")
+    start = html.index('<p class="mixed"')
+    banner = html[start : html.index("</p>", start)]
+    assert banner == (
+        '<p class="mixed" id="mixed-input" role="note"><strong>Mixed input:</strong> x &lt;script&gt;'
+        "alert(1)&lt;/script&gt;&lt;img src=x onerror=&#34;y&#34;&gt; \\x1b]52;c;QUFB\\x07 \\u202eexe.log"
+    )
+    assert "<script" not in html and "\x1b" not in html and "\u202e" not in html
 
 
 def test_one_job_is_not_mixed() -> None:
