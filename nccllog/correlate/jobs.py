@@ -95,10 +95,13 @@ class _Stretch:
 def _segments(timed: pl.DataFrame) -> list[_Stretch]:
     """The time-sorted lines as jobs: split where the gap means another job. One pass: each
     stretch between gaps is summarised once."""
-    times = timed.get_column("time").to_list()
-    cuts = [i for i in range(1, len(times)) if times[i] - times[i - 1] >= SPLIT_GAP]
+    times = timed.get_column("time")
+    gap = (times.diff() >= SPLIT_GAP).fill_null(False)
+    cuts = gap.arg_true().to_list()
+    if not cuts:  # no gap to split at: one job, nothing to summarise
+        return [_Stretch(0, len(times), (), {}, {})]
     bounds = list(zip([0, *cuts], [*cuts, len(times)], strict=True))
-    timed = timed.with_columns(_b=pl.Series([k for k, (a, b) in enumerate(bounds) for _ in range(a, b)]))
+    timed = timed.with_columns(_b=gap.cum_sum())
     sizes, seqs = _sizes(timed, len(bounds)), _seq_ends(timed, len(bounds))
     jobs: list[_Stretch] = []
     for k, (start, end) in enumerate(bounds):
