@@ -562,6 +562,12 @@ def test_untimestamped_lines_keep_their_file_order() -> None:
 def test_wording() -> None:
     assert wording.rank_list([0, 2, 3, 4, 5, 6, 7]) == "0,2-7"
     assert wording.rank_list([1, 2, 5]) == "1,2,5"
+    assert wording.rank_list([]) == ""
+    # the one format, with the reports' parameters (view.rank_ranges)
+    assert wording.rank_list([5, 0, 1, 2, 7, 8], sep=", ", pairs=False) == "0-2, 5, 7-8"
+    assert wording.rank_list(range(0, 20, 2), limit=3) == "0,2,4,…"
+    assert wording.rank_list([1, 2, 5, 9, 10, 11], limit=2) == "1,2,5,…"
+    assert wording.rank_list([1, 2, 5, 9], sep=", ", limit=1) == "1, 2, …"
     assert wording.ranks_phrase([3], capital=True) == "Rank 3"
     assert wording.seconds(600000) == "600 s"
     assert wording.seconds(1800000) == "30 min"

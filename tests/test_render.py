@@ -307,6 +307,7 @@ def test_rank_ranges() -> None:
     assert view.rank_ranges([5, 0, 1, 2, 7, 8]) == "0-2, 5, 7-8"
     assert view.rank_ranges([]) == ""
     assert view.rank_ranges(range(0, 20, 2), limit=3) == "0, 2, 4, …"
+    assert view.rank_ranges([3, 4, 9], limit=1) == "3-4, …"
 
 
 def test_clean() -> None:

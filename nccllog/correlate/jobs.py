@@ -2,10 +2,13 @@
 
 A paste or a folder can hold lines of unrelated runs. Lines are one job unless the time between
 two stretches of lines cannot be one run: a gap of at least ``SPLIT_GAP`` between stretches that
-state different world sizes, or a gap of at least ``LONG_GAP`` whatever they state (a job's lines
-months apart are two jobs). A job that ran for days with a quiet log is never split by time
-alone below ``LONG_GAP``. Untimed lines belong to the job of the timed line before them in their
-file (or after them, at a file's start).
+state different world sizes, or whose collective sequence numbers go back down (on some rank and
+process group, the first sequence number after the gap is below the last one before it: the
+counters restarted, so a new run began), or a gap of at least ``LONG_GAP`` whatever they state (a
+job's lines months apart are two jobs). A job that ran for days with a quiet log is never split
+by time alone below ``LONG_GAP``, and sequence numbers that jump forward across a gap never split
+(a quiet run reaches any number later). Untimed lines belong to the job of the timed line before
+them in their file (or after them, at a file's start).
 """
 
 from __future__ import annotations
@@ -18,44 +21,109 @@ import polars as pl
 SPLIT_GAP = timedelta(hours=6)
 LONG_GAP = timedelta(days=30)
 _SIZE_COLUMNS = ("world_size", "nranks")
+# Why a stretch of lines is another job than the one before it, in the order they are named.
+SIZES, SEQUENCE, DATES = "sizes", "sequence", "dates"
+_REASON_WORDS = {
+    SIZES: "different world sizes",
+    SEQUENCE: "collective sequence numbers that start over",
+    DATES: "dates far apart",
+}
+# A run's collective counter is kept per process group and rank (null: a key of its own).
+_SEQ_KEYS = ("pg", "rank")
+SeqEnds = dict[tuple[str, str], tuple[int, int]]
 
 
 @dataclass(frozen=True)
 class Job:
-    """One run found in the input: its time span, stated world size, lines and ranks."""
+    """One run found in the input: its time span, stated world size, lines and ranks, and why it
+    is not the job before it (``SIZES`` and/or ``DATES``, else ``SEQUENCE``; empty for the
+    first)."""
 
     start: datetime | None
     end: datetime | None
     world_size: int | None
     lines: int
     ranks: int
+    split_by: tuple[str, ...] = ()
 
 
-def _size(seg: pl.DataFrame) -> int | None:
-    """The world size a stretch of lines states: torch's world size, else NCCL's largest comm."""
+def _sizes(timed: pl.DataFrame, nb: int) -> list[dict[str, int]]:
+    """Per stretch, the largest positive value of each size column it states."""
+    out: list[dict[str, int]] = [{} for _ in range(nb)]
     for col in _SIZE_COLUMNS:
-        if col in seg.columns:
-            top = seg.get_column(col).cast(pl.Int64, strict=False).drop_nulls().max()
-            if isinstance(top, int) and top > 0:
-                return top
-    return None
+        if col in timed.columns:
+            top = timed.group_by("_b").agg(pl.col(col).cast(pl.Int64, strict=False).max())
+            for b, v in top.iter_rows():
+                if isinstance(v, int) and v > 0:
+                    out[b][col] = v
+    return out
 
 
-def _segments(timed: pl.DataFrame) -> list[tuple[int, int]]:
-    """Row ranges of the time-sorted lines, split where the gap means another job."""
-    times = timed.get_column("time").to_list()
-    cuts = [i for i in range(1, len(times)) if times[i] - times[i - 1] >= SPLIT_GAP]
+def _seq_ends(timed: pl.DataFrame, nb: int) -> list[SeqEnds]:
+    """Per stretch, the first and last (in time order) sequence number of each (process group,
+    rank); an unnamed group or an unknown rank is a key of its own."""
+    out: list[SeqEnds] = [{} for _ in range(nb)]
+    if not all(c in timed.columns for c in ("seq", *_SEQ_KEYS)):
+        return out
+    keys = [pl.col(c).cast(pl.String).fill_null("") for c in _SEQ_KEYS]
+    seqs = timed.select("_b", *keys, pl.col("seq").cast(pl.Int64, strict=False)).drop_nulls("seq")
+    ends = seqs.group_by("_b", *_SEQ_KEYS, maintain_order=True).agg(
+        pl.col("seq").first().alias("first"), pl.col("seq").last().alias("last")
+    )
+    for b, pg, rank, first, last in ends.iter_rows():
+        out[b][(pg, rank)] = (first, last)
+    return out
+
+
+def _size_of(sizes: dict[str, int]) -> int | None:
+    """The world size stated: torch's world size, else NCCL's largest comm."""
+    return next((sizes[c] for c in _SIZE_COLUMNS if c in sizes), None)
+
+
+@dataclass
+class _Stretch:
+    """Time-sorted rows ``start:end`` taken as one job, why it is not the one before it, and the
+    sizes and last sequence numbers stated so far."""
+
+    start: int
+    end: int
+    split_by: tuple[str, ...]
+    sizes: dict[str, int]
+    last_seq: dict[tuple[str, str], int]
+
+
+def _segments(timed: pl.DataFrame) -> list[_Stretch]:
+    """The time-sorted lines as jobs: split where the gap means another job. One pass: each
+    stretch between gaps is summarised once."""
+    times = timed.get_column("time")
+    gap = (times.diff() >= SPLIT_GAP).fill_null(False)
+    cuts = gap.arg_true().to_list()
+    if not cuts:  # no gap to split at: one job, nothing to summarise
+        return [_Stretch(0, len(times), (), {}, {})]
     bounds = list(zip([0, *cuts], [*cuts, len(times)], strict=True))
-    merged: list[tuple[int, int]] = [bounds[0]]
-    for start, end in bounds[1:]:
-        prev = merged[-1]
-        gap = times[start] - times[prev[1] - 1]
-        a, b = _size(timed[prev[0] : prev[1]]), _size(timed[start:end])
-        if gap < LONG_GAP and (a is None or b is None or a == b):
-            merged[-1] = (prev[0], end)
-        else:
-            merged.append((start, end))
-    return merged
+    timed = timed.with_columns(_b=gap.cum_sum())
+    sizes, seqs = _sizes(timed, len(bounds)), _seq_ends(timed, len(bounds))
+    jobs: list[_Stretch] = []
+    for k, (start, end) in enumerate(bounds):
+        if jobs:
+            job = jobs[-1]
+            a, b = _size_of(job.sizes), _size_of(sizes[k])
+            why = (
+                *([SIZES] if a is not None and b is not None and a != b else []),
+                *([DATES] if times[start] - times[job.end - 1] >= LONG_GAP else []),
+            )
+            # Within one run a rank's sequence numbers on a group only grow: down is a restart.
+            # Named only where it alone tells the jobs apart.
+            if not why and any(f < job.last_seq.get(key, f) for key, (f, _) in seqs[k].items()):
+                why = (SEQUENCE,)
+        if not jobs or why:
+            jobs.append(_Stretch(start, end, why if jobs else (), {}, {}))
+        job = jobs[-1]
+        job.end = end
+        for col, v in sizes[k].items():
+            job.sizes[col] = max(v, job.sizes.get(col, v))
+        job.last_seq |= {key: last for key, (_, last) in seqs[k].items()}
+    return jobs
 
 
 def split(events: pl.DataFrame) -> tuple[pl.DataFrame, list[Job], int]:
@@ -72,8 +140,8 @@ def split(events: pl.DataFrame) -> tuple[pl.DataFrame, list[Job], int]:
         return events, [], 0
     job_of = pl.DataFrame(
         {
-            "_row": pl.concat([timed["_row"][a:b] for a, b in segments]),
-            "_job": [k for k, (a, b) in enumerate(segments) for _ in range(a, b)],
+            "_row": pl.concat([timed["_row"][j.start : j.end] for j in segments]),
+            "_job": [k for k, j in enumerate(segments) for _ in range(j.start, j.end)],
         },
         schema_overrides={"_job": pl.Int64},
     )
@@ -83,10 +151,11 @@ def split(events: pl.DataFrame) -> tuple[pl.DataFrame, list[Job], int]:
         .with_columns(pl.col("_job").fill_null(len(segments) - 1))
     )
     jobs: list[Job] = []
-    for k, (a, b) in enumerate(segments):
+    for k, j in enumerate(segments):
         mine = rows.filter(pl.col("_job") == k)
         ranks = mine.get_column("rank").drop_nulls().n_unique() if "rank" in mine.columns else 0
-        jobs.append(Job(timed["time"][a], timed["time"][b - 1], _size(timed[a:b]), mine.height, ranks))
+        start, end = timed["time"][j.start], timed["time"][j.end - 1]
+        jobs.append(Job(start, end, _size_of(j.sizes), mine.height, ranks, j.split_by))
     keep = max(range(len(jobs)), key=lambda k: (jobs[k].ranks, jobs[k].lines, k))
     kept = rows.filter(pl.col("_job") == keep).drop("_row", "_job")
     return kept, jobs, keep
@@ -103,10 +172,11 @@ def describe(jobs: list[Job], keep: int) -> str:
         return f"{span} ({size}, {j.ranks} ranks, {j.lines} lines)" if span else f"({size})"
 
     others = [one(j) for k, j in enumerate(jobs) if k != keep]
+    found = {r for j in jobs for r in j.split_by}
+    why = " or ".join(words for r, words in _REASON_WORDS.items() if r in found)
     return (
-        f"The input mixes {len(jobs)} jobs (lines that cannot be one run: "
-        f"{'different world sizes or ' if len({j.world_size for j in jobs if j.world_size}) > 1 else ''}"
-        f"dates far apart); analysed the largest, {one(jobs[keep])}; left out "
+        f"The input mixes {len(jobs)} jobs (lines that cannot be one run: {why}); "
+        f"analysed the largest, {one(jobs[keep])}; left out "
         + "; ".join(others)
         + ". Give each job's logs separately to analyse the others."
     )

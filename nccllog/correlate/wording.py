@@ -19,11 +19,20 @@ def rank_runs(ranks: Iterable[int]) -> list[tuple[int, int]]:
     return runs
 
 
-def rank_list(ranks: Iterable[int]) -> str:
-    """(0, 2, 3, 4, 7) -> ``"0,2-4,7"`` (a run of two is written out: ``"3,4"``)."""
-    return ",".join(
-        str(a) if a == b else f"{a},{b}" if b == a + 1 else f"{a}-{b}" for a, b in rank_runs(ranks)
-    )
+def rank_list(ranks: Iterable[int], *, sep: str = ",", pairs: bool = True, limit: int | None = None) -> str:
+    """The one rank-list format, runs of consecutive ranks as ``a-b``, joined by ``sep``.
+
+    (0, 2, 3, 4, 7) -> ``"0,2-4,7"``; a run of two is written out (``"3,4"``) with ``pairs``, else
+    as a range (``"3-4"``); at most ``limit`` runs, then ``"…"``. The verdict's sentences use the
+    defaults; the reports use ``sep=", ", pairs=False`` with a limit (``"0-2, 5, 7-8, …"``).
+    """
+    runs = [
+        str(a) if a == b else f"{a}{sep}{b}" if pairs and b == a + 1 else f"{a}-{b}"
+        for a, b in rank_runs(ranks)
+    ]
+    if limit is not None and len(runs) > limit:
+        return sep.join([*runs[:limit], "…"])
+    return sep.join(runs)
 
 
 def ranks_phrase(ranks: Iterable[int], *, capital: bool = False) -> str:

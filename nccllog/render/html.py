@@ -1,10 +1,11 @@
 """HTML renderer: one self-contained file (no scripts, fonts, images or anything fetched).
 
-jinja2 with autoescape on renders ``templates/report.html.j2`` from plain data prepared here: the
-verdict, an inline SVG timeline (swimlanes per rank, per host, or per group of alike ranks for
-thousands of ranks), the collective alignment grid (ranks x sequence numbers, the odd rows
-marked), the per-rank table, findings, evidence linked to collapsible raw excerpts (source:line),
-environment, remediation and coverage. A Content-Security-Policy forbids every script and remote
+jinja2 with autoescape on renders ``templates/report.html.j2`` from plain data prepared here: a
+mixed-input banner (when the lines look like several jobs), the verdict, an inline SVG timeline
+(swimlanes per rank, per host, or per group of alike ranks for thousands of ranks), the
+collective alignment grid (ranks x sequence numbers, the odd rows marked), the per-rank table,
+findings, evidence linked to collapsible raw excerpts (source:line), environment, remediation and
+coverage. A Content-Security-Policy forbids every script and remote
 load, so even a template mistake could not run log text. Log text is data to the template, never
 template source, so ``{{ }}`` in a log stays text; every value the template prints is cleaned
 (nccllog.text_safety: control, escape and bidi characters shown as ``\\x1b``, ``\\u202e``) and then
@@ -434,6 +435,7 @@ def _context(incident: Incident) -> dict[str, Any]:
         "version": __version__,
         "title": view.CATEGORY_TITLES.get(v.category, v.category),
         "category": v.category,
+        "mixed_input": clean(incident.mixed_input, 1000),
         "confidence": v.confidence,
         "culprit": view.culprit_line(incident),
         "has_culprit": bool(v.culprit_ranks or v.culprit_hosts),

@@ -18,7 +18,7 @@ from datetime import datetime
 
 import polars as pl
 
-from nccllog.correlate.wording import plural, rank_runs
+from nccllog.correlate.wording import plural, rank_list
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 from nccllog.text_safety import clean
 from nccllog.vocab import CATEGORY_TITLES as CATEGORY_TITLES  # re-exported for the renderers
@@ -27,11 +27,9 @@ SEVERITY_ORDER = {"info": 0, "warning": 1, "error": 2, "critical": 3}
 
 
 def rank_ranges(ranks: Iterable[int], limit: int | None = None) -> str:
-    """``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (at most ``limit`` runs, then ``…``)."""
-    runs = [str(a) if a == b else f"{a}-{b}" for a, b in rank_runs(ranks)]
-    if limit is not None and len(runs) > limit:
-        return ", ".join(runs[:limit]) + ", …"
-    return ", ".join(runs)
+    """The reports' rank lists: ``[0, 1, 2, 5, 7, 8]`` -> ``"0-2, 5, 7-8"`` (at most ``limit``
+    runs, then ``…``), in the one format of ``correlate.wording.rank_list``."""
+    return rank_list(ranks, sep=", ", pairs=False, limit=limit)
 
 
 def natural_key(text: str) -> tuple[object, ...]:
