@@ -526,3 +526,19 @@ def test_every_rank_once_is_no_launch_fault() -> None:
 def test_a_header_cut_by_another_writers_line_gives_the_line_to_the_second() -> None:
     a = parse_line("node-a:101:201 [2] NCCL INFO node-a:103:203 [7] NCCL WARN Cuda failure 'out of memory'")
     assert (a.pid, a.message) == (103, "Cuda failure 'out of memory'")
+
+
+def test_a_desync_report_whose_waiters_are_split_does_not_earn_high() -> None:
+    text = (
+        "[rank0]:[E702 09:14:22.519911305 ProcessGroupNCCL.cpp:1937] Rank 0\n"
+        "         - [0] Timeout at collective: ALLREDUCE, #402\n"
+        "         - To our best knowledge, the lagging/dead/mismatched ranks that caused the desync are:\n"
+        "             [7] finished collective #268, but didn't join collective #269 (count from 1)\n"
+        "         - Snapshot of ranks' latest states:\n"
+        "           #402 started ranks:\n"
+        "             [0, 1, 2] started ALLREDUCE\n"
+        "           #404 started ranks:\n"
+        "             [3, 4, 5, 6] started _ALLGATHER_BASE\n"
+    )
+    v = _verdict(text)
+    assert v.confidence != "high"

@@ -65,7 +65,7 @@ def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
         hosts = set(bad.filter(pl.col("_fcat") == d.category)["host"].drop_nulls().to_list())
         covered = seen.own | {r for r, h in ctx.book.rank_host.items() if h in hosts}
         why = _unearned(ctx, d, drafts, covered, seen)
-        if why:
+        if why and not d.ceiling_why:  # a rule's own reason, set while drafting, stays
             d.ceiling_why = why
 
 

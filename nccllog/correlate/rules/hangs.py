@@ -398,6 +398,7 @@ def _desync(ctx: Context) -> Draft | None:
     lagging: set[int] = set()
     not_joined: set[int] = set()
     joined: set[int] = set()
+    started_ops: set[str] = set()
     for r in rows:
         ranks = set(int_list(r["lagging_ranks"]))
         text = r["message"] or ""
@@ -407,6 +408,7 @@ def _desync(ctx: Context) -> Draft | None:
             not_joined |= ranks
         elif "joined but" in text or " started " in f" {text} ":
             joined |= ranks
+            started_ops.add(text.rsplit(" started ", 1)[-1].strip())
     if not lagging and not_joined and (not joined or len(not_joined) < len(joined)):
         lagging = not_joined
     if lagging:
@@ -418,6 +420,13 @@ def _desync(ctx: Context) -> Draft | None:
             f"TORCH_NCCL_DESYNC_DEBUG's report (from {w.plural(len({r['rank'] for r in rows}), 'rank')}) names "
             f"{w.ranks_phrase(ranks_l)} as the ones that never joined."
         )
+        if len(started_ops) > 1:
+            # One late rank leaves everyone else waiting in the one collective it never joined;
+            # the others spread over several collectives is more than one rank being late.
+            d.ceiling_why = (
+                f"the report's other ranks wait in different collectives ({', '.join(sorted(started_ops))}), "
+                "not all in the one the lagging rank never joined"
+            )
     elif joined and not_joined and len(joined) < len(not_joined):
         ranks_j = sorted(joined)
         d = Draft(category=Category.COLLECTIVE_MISMATCH, culprits=tuple(ranks_j), kind="lone_reporter")
