@@ -542,3 +542,10 @@ def test_a_desync_report_whose_waiters_are_split_does_not_earn_high() -> None:
     )
     v = _verdict(text)
     assert v.confidence != "high"
+
+
+def test_an_incident_folder_ending_in_a_rank_is_not_a_ranks_folder() -> None:
+    from nccllog.attribution.paths import attrs_from_path
+
+    assert attrs_from_path("cases/k8s-pod-launch-exitcode-7-sigbus-rank0/logs/pod.log").rank is None
+    assert attrs_from_path("job7/node0_rank3/stdout.log").rank == 3

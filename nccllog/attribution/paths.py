@@ -4,8 +4,8 @@ Recognised (case-insensitive; the file name first, then its folders from the inn
 
 - **global rank**: a ``rank`` word followed by its number, ``rank_3.log``, ``rank3.txt``,
   ``rank-3.out``, ``log_rank_3``, ``train_rank03.log``, folder ``rank_3/`` or ``node0_rank3/``
-  (a folder only when its name ends with the rank: ``eval-rank0-hang/`` is an incident's name,
-  not a rank's folder); ``worker_3.log`` /
+  (a folder only when its name ends with the rank after at most two words: ``eval-rank0-hang/``
+  and ``ddp-crash-after-resume-rank0/`` are incidents' names, not ranks' folders); ``worker_3.log`` /
   ``worker-3.log`` (whole name ``worker<sep>N``). ``node_rank_1``, ``group_rank``,
   ``local_rank`` and ranges (``rank_0-7``) are not global ranks.
 - **local rank**: ``local_rank_3`` / ``localrank3``; torchrun ``--log-dir``
@@ -55,9 +55,10 @@ _RANK = regex.compile(
     _A,
 )
 _LOCAL = regex.compile(r"(?<![a-z0-9])local[_-]?rank[_-]?(?P<n>[0-9]{1,9})(?![0-9])(?![-~][0-9])", _A)
-# A folder is per-rank only when the rank is what its name ends with (`rank_3/`, `node0_rank3/`);
-# a folder named after an incident (`eval-rank0-hang-repro/`) says nothing about its files.
-_FOLDER_END = regex.compile(r"(?:[a-z0-9]+[_-])*(?:local[_-]?)?rank[_-]?[0-9]{1,9}", _A)
+# A folder is per-rank only when its name is the rank, with at most two words before it
+# (`rank_3/`, `node0_rank3/`, `job7_node0_rank3/`); a folder named after an incident
+# (`eval-rank0-hang-repro/`, `ddp-crash-after-resume-rank0/`) says nothing about its files.
+_FOLDER_END = regex.compile(r"(?:[a-z0-9]+[_-]){0,2}(?:local[_-]?)?rank[_-]?[0-9]{1,9}", _A)
 _WORKER = regex.compile(r"worker[_-](?P<n>[0-9]{1,9})(?:\.[a-z0-9]{1,5})?", _A)
 _ATTEMPT_FILE = regex.compile(r"(?:stdout|stderr)\.log|error\.json", _A)
 _ATTEMPT_DIR = regex.compile(r"attempt_(?P<n>[0-9]{1,9})", _A)
