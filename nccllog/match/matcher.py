@@ -158,6 +158,7 @@ def match_lines(
     found_memo: dict[
         tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
     ] = {}
+    candidate_memo: dict[tuple[str, ...], list[Pattern]] = {}  # a segment's keywords -> its patterns
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -169,7 +170,10 @@ def match_lines(
         deadline = time.monotonic() + (LINE_BUDGET_S if budget_s is None else budget_s)
         out_of_time = False
         for segment in _segments(text, distinct, sampled):
-            candidates = _candidate_patterns(library, [k for k in distinct if k in segment])
+            seg_kws = tuple(k for k in distinct if k in segment)
+            candidates = candidate_memo.get(seg_kws)
+            if candidates is None:
+                candidates = candidate_memo[seg_kws] = _candidate_patterns(library, list(seg_kws))
             attrs = parse_line(segment)
             if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
