@@ -214,7 +214,9 @@ def _coverage(
     all_skipped.extend(matched.timed_out)  # lines whose pattern matching ran out of time
     lines_total = sum(st.lines for st in read.stats)
     # rows without a pattern are files' last lines, kept to date each writer's last sign of life
-    hits = events.filter(pl.col("pattern").is_not_null()) if events.height else events
+    # only the columns counted: a filter of the whole table would copy every column
+    spots = events.select("source", "line", "pattern", "rank")
+    hits = spots.filter(pl.col("pattern").is_not_null()) if events.height else spots
     matched_lines = hits.select("source", "line").unique().height if hits.height else 0
     unattributed = (
         hits.filter(pl.col("rank").is_null()).select("source", "line").unique().height if hits.height else 0

@@ -213,7 +213,9 @@ def match_lines(
             timed_out.setdefault(source, []).append(line_no)
     bound.finish(rows)
     events = rows.frame()
-    kept_hits = events.filter(pl.col("pattern").is_not_null()).select("source", "line").unique().height
+    # select before filter: a filter of the whole table would copy every column
+    spots = events.select("source", "line", "pattern").filter(pl.col("pattern").is_not_null())
+    kept_hits = spots.select("source", "line").unique().height
     ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
     return MatchResult(
         events=events,
