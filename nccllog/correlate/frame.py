@@ -122,13 +122,27 @@ def prepare(events: pl.DataFrame) -> pl.DataFrame:
     ]
     if casts:
         ev = ev.with_columns(casts)
-    ev = ev.sort("source", "line", maintain_order=True).with_row_index("_i")
+    if not _in_file_order(ev):  # read and matched in this order already, as a rule: no copy then
+        ev = ev.sort("source", "line", maintain_order=True)
+    ev = ev.with_row_index("_i")
     return ev.with_columns(
         _i=pl.col("_i").cast(pl.Int64),
         repeat=pl.col("repeat").fill_null(1).clip(lower_bound=1),
         pgk=pg_key(pl.col("pg")),
         ctime=pl.col("time"),
     )
+
+
+def _in_file_order(ev: pl.DataFrame) -> bool:
+    """Whether the rows are in (source, line) order already, with no null in either (then a
+    stable sort by them would leave the table as it is)."""
+    if ev.height < 2:
+        return True
+    if ev["source"].null_count() or ev["line"].null_count():
+        return False
+    src, line = pl.col("source"), pl.col("line")
+    step = (src.shift(1) < src) | ((src.shift(1) == src) & (line.shift(1) <= line))
+    return bool(ev.select(step.slice(1).all()).item())
 
 
 def pg_key(expr: pl.Expr) -> pl.Expr:
