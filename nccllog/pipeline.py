@@ -84,12 +84,15 @@ def analyze(
         progress=progress,
     )
     read, dumps, skipped = got.read, list(got.dumps), list(got.skipped)
+    del got  # it holds the candidate lines too
     if not dumps and not any(st.lines or not st.skipped for st in read.stats):
         # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
         raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
     if phase is not None:
         phase("matching")
     matched = match_lines(read.lines, lib)
+    # Matched: from here on only the files' statistics are read, not their lines (memory).
+    read = ReadResult(lines=read.lines.clear(), stats=read.stats)
     if phase is not None:
         phase("correlating")
     mtimes = {st.source: st.mtime for st in read.stats if st.mtime}
@@ -99,6 +102,8 @@ def analyze(
     if found:  # resolve the kept job's lines alone: its world size, pids and years are its own
         spots = kept.select("source", "line").unique()
         events, topology = resolve(matched.events.join(spots, on=["source", "line"], how="semi"), mtimes)
+    # Resolved: the matcher's own table (its internal columns) is not read again (memory).
+    matched = dataclasses.replace(matched, events=matched.events.clear())
     events, dump_notes = flight.join(events, flight.assign_ranks(dumps, events))
     notes = [*([mixed] if mixed else []), *topology.notes, *dump_notes]
     coverage = _coverage(read, matched, events, skipped, notes)
@@ -214,7 +219,9 @@ def _coverage(
     all_skipped.extend(matched.timed_out)  # lines whose pattern matching ran out of time
     lines_total = sum(st.lines for st in read.stats)
     # rows without a pattern are files' last lines, kept to date each writer's last sign of life
-    hits = events.filter(pl.col("pattern").is_not_null()) if events.height else events
+    # only the columns counted: a filter of the whole table would copy every column
+    spots = events.select("source", "line", "pattern", "rank")
+    hits = spots.filter(pl.col("pattern").is_not_null()) if events.height else spots
     matched_lines = hits.select("source", "line").unique().height if hits.height else 0
     unattributed = (
         hits.filter(pl.col("rank").is_null()).select("source", "line").unique().height if hits.height else 0

@@ -23,26 +23,33 @@ _DERIVED_FROM_PATH = ("_file_year", "_file_attempt", "_file_single")
 
 
 def internal_values(attrs: LineAttrs, fattrs: FileAttrs) -> dict[str, Any]:
-    """The internal-column values of one line, for the matcher (keys of ``INTERNAL_SCHEMA``)."""
+    """The internal-column values of one line (keys of ``INTERNAL_SCHEMA``)."""
+    return {name: values[0] for name, values in internal_columns([attrs], [fattrs]).items()}
+
+
+def internal_columns(attrs: list[LineAttrs], fattrs: list[FileAttrs]) -> dict[str, list[Any]]:
+    """The internal columns of many lines at once, for the matcher (keys of ``INTERNAL_SCHEMA``);
+    ``attrs[i]`` and ``fattrs[i]`` describe row ``i``. One comprehension per column: the matcher
+    builds tens of thousands of rows, and a dict per row costs more than the row."""
     return {
-        "_srun_task": attrs.srun_task,
-        "_ip": attrs.ip,
-        "_ray_actor": attrs.ray_actor,
-        "_nccl_dev": attrs.nccl_dev,
-        "_year_known": None if attrs.time is None else attrs.time.year is not None,
-        "_file_rank": fattrs.rank,
-        "_file_local_rank": fattrs.local_rank,
-        "_file_host": fattrs.host,
-        "_file_pid": fattrs.pid,
-        "_file_evidence": fattrs.evidence or None,
-        "_rank_kind": attrs.rank_kind,
-        "_layers": ",".join(attrs.layers) or None,
-        "_pg_desc": attrs.pg_desc,
-        "_src": attrs.src,
-        "_logger": attrs.logger,
-        "_file_year": fattrs.year,
-        "_file_attempt": fattrs.attempt,
-        "_file_single": fattrs.single_process,
+        "_srun_task": [a.srun_task for a in attrs],
+        "_ip": [a.ip for a in attrs],
+        "_ray_actor": [a.ray_actor for a in attrs],
+        "_nccl_dev": [a.nccl_dev for a in attrs],
+        "_year_known": [None if a.time is None else a.time.year is not None for a in attrs],
+        "_file_rank": [f.rank for f in fattrs],
+        "_file_local_rank": [f.local_rank for f in fattrs],
+        "_file_host": [f.host for f in fattrs],
+        "_file_pid": [f.pid for f in fattrs],
+        "_file_evidence": [f.evidence or None for f in fattrs],
+        "_rank_kind": [a.rank_kind for a in attrs],
+        "_layers": [",".join(a.layers) or None for a in attrs],
+        "_pg_desc": [a.pg_desc for a in attrs],
+        "_src": [a.src for a in attrs],
+        "_logger": [a.logger for a in attrs],
+        "_file_year": [f.year for f in fattrs],
+        "_file_attempt": [f.attempt for f in fattrs],
+        "_file_single": [f.single_process for f in fattrs],
     }
 
 

@@ -16,7 +16,7 @@ from typing import Any
 
 import polars as pl
 
-from nccllog.correlate.frame import DEFAULT_PG
+from nccllog.correlate.frame import DEFAULT_PG, row_dicts
 from nccllog.correlate.ranks_state import Timeout
 from nccllog.model import CollectiveRow
 
@@ -42,7 +42,7 @@ def collect_timeouts(ev: pl.DataFrame) -> list[Timeout]:
     out: list[Timeout] = []
     seen: set[tuple[Any, str, Any]] = set()
     for frame, primary in ((wd, True), (follow, False)):
-        for r in frame.sort("ctime", "_i", nulls_last=True).iter_rows(named=True):
+        for r in row_dicts(frame.sort("ctime", "_i", nulls_last=True)):
             rank = r["rank"]
             key = (rank, r["pgk"], r["seq"])
             if rank is not None and key in seen:

@@ -21,7 +21,7 @@ from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
-from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare
+from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare, row_dicts
 from nccllog.correlate.ranks_state import (
     RankState,
     classify_failures,
@@ -46,7 +46,7 @@ def findings_from_events(events: pl.DataFrame, library: Library) -> tuple[Findin
     """The JSON contract's findings: every event of severity warning or above, in source order."""
     rows = events.filter(pl.col("severity").is_in(list(_FINDING_SEVERITIES))).sort("source", "line")
     fields = _pattern_fields(library)
-    return tuple(finding(row, library, fields) for row in rows.iter_rows(named=True))
+    return tuple(finding(row, library, fields) for row in row_dicts(rows))
 
 
 def _pattern_fields(library: Library) -> dict[str, tuple[str, ...]]:

@@ -12,7 +12,9 @@ adds three columns of its own:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Iterator, Mapping
+from itertools import compress, repeat
+from operator import is_not
 from typing import Any
 
 import polars as pl
@@ -106,7 +108,7 @@ _DEFAULT_PG_NAMES = ("0", "default_pg", "default", "default_group")
 
 def prepare(events: pl.DataFrame) -> pl.DataFrame:
     """Add missing columns, cast the read ones, sort by (source, line) and number the rows."""
-    ev = events
+    ev = compact(events)
     missing = [
         pl.lit(None, dtype=dt).alias(name)
         for name, dt in EVENT_BASE_COLUMNS.items()
@@ -122,13 +124,27 @@ def prepare(events: pl.DataFrame) -> pl.DataFrame:
     ]
     if casts:
         ev = ev.with_columns(casts)
-    ev = ev.sort("source", "line", maintain_order=True).with_row_index("_i")
+    if not _in_file_order(ev):  # read and matched in this order already, as a rule: no copy then
+        ev = ev.sort("source", "line", maintain_order=True)
+    ev = ev.with_row_index("_i")
     return ev.with_columns(
         _i=pl.col("_i").cast(pl.Int64),
         repeat=pl.col("repeat").fill_null(1).clip(lower_bound=1),
         pgk=pg_key(pl.col("pg")),
         ctime=pl.col("time"),
     )
+
+
+def _in_file_order(ev: pl.DataFrame) -> bool:
+    """Whether the rows are in (source, line) order already, with no null in either (then a
+    stable sort by them would leave the table as it is)."""
+    if ev.height < 2:
+        return True
+    if ev["source"].null_count() or ev["line"].null_count():
+        return False
+    src, line = pl.col("source"), pl.col("line")
+    step = (src.shift(1) < src) | ((src.shift(1) == src) & (line.shift(1) <= line))
+    return bool(ev.select(step.slice(1).all()).item())
 
 
 def pg_key(expr: pl.Expr) -> pl.Expr:
@@ -150,6 +166,32 @@ def apply_offsets(ev: pl.DataFrame, offsets: Mapping[str, float]) -> pl.DataFram
     micros = {h: round(s * 1_000_000) for h, s in offsets.items()}
     shift = pl.col("host").replace_strict(micros, default=0, return_dtype=pl.Int64).fill_null(0)
     return ev.with_columns(ctime=pl.col("time") + pl.duration(microseconds=shift))
+
+
+def compact(df: pl.DataFrame) -> pl.DataFrame:
+    """``df`` with each column that is null in every row made a polars scalar column: the same
+    values and types, but no memory per row in this frame or in any filter, sort or join of it
+    (an events table has a column per pattern field, most of them null in every row)."""
+    nulls = [
+        pl.lit(None, dt).alias(name) for name, dt in df.schema.items() if df[name].null_count() == df.height
+    ]
+    return df.with_columns(nulls) if nulls and df.height else df
+
+
+class Row(dict[str, Any]):
+    """An events row as a dict of its non-null values: a column it leaves out reads as None, by
+    ``row[name]`` as by ``row.get(name)``. The diagnosis keeps a few rows per rank (its last line,
+    first error, failures, timeouts); most of a row's 100-odd columns are null."""
+
+    def __missing__(self, key: str) -> None:
+        return None
+
+
+def row_dicts(df: pl.DataFrame) -> Iterator[Row]:
+    """The rows of ``df`` as ``Row``s, in order (columns null in every row are not read)."""
+    names = [name for name in df.columns if df[name].null_count() < df.height]
+    for values in df.select(names).iter_rows():
+        yield Row(compress(zip(names, values, strict=True), map(is_not, values, repeat(None))))  # all in C
 
 
 def rows(df: pl.DataFrame) -> list[dict[str, Any]]:

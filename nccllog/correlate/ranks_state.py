@@ -18,7 +18,7 @@ import polars as pl
 
 from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import taxonomy
-from nccllog.correlate.frame import int_list
+from nccllog.correlate.frame import int_list, row_dicts
 from nccllog.correlate.network import AddressBook
 from nccllog.correlate.rules.vocabulary import vocabulary
 
@@ -397,7 +397,7 @@ def rank_states(
         for r in base.iter_rows(named=True):
             per[r["rank"]].update(r)
         last_rows = attributed.filter(pl.col("_i").is_in(base["last_i"].implode()))
-        for r in last_rows.iter_rows(named=True):
+        for r in row_dicts(last_rows):
             per[r["rank"]]["last_row"] = r
         errs = (
             attributed.filter(pl.col("severity").is_in(["error", "critical"]))
@@ -405,7 +405,7 @@ def rank_states(
             .group_by("rank", maintain_order=True)
             .first()
         )
-        for r in errs.iter_rows(named=True):
+        for r in row_dicts(errs):
             per[r["rank"]]["first_error"] = r
     quiet = ("root_cause", "process_exit", "dump", "abort", *HANG_SIGNALS)
     active = attributed.filter((pl.col("_fw") == 0) & ~pl.col("signal").fill_null("").is_in(list(quiet)))
@@ -438,7 +438,7 @@ def rank_states(
         sub = ev.filter((pl.col("signal") == sig) & pl.col("rank").is_not_null())
         if sig == "heartbeat":
             sub = sub.filter(pl.col("severity").is_in(["error", "critical"]))
-        for r in sub.iter_rows(named=True):
+        for r in row_dicts(sub):
             if key == "stalls":
                 per[r["rank"]]["stalls"] = per[r["rank"]].get("stalls", 0) + 1
             else:
@@ -459,9 +459,7 @@ def rank_states(
     exits = ev.filter(
         pl.col("signal").is_in(["process_exit", "root_cause"]) & pl.col("subject").is_not_null()
     )
-    for r in exits.filter(pl.col("exitcode").is_not_null() | pl.col("signal_name").is_not_null()).iter_rows(
-        named=True
-    ):
+    for r in row_dicts(exits.filter(pl.col("exitcode").is_not_null() | pl.col("signal_name").is_not_null())):
         d = per[r["subject"]]
         if r["exitcode"] is not None and d.get("exitcode") is None:
             d["exitcode"] = r["exitcode"]
@@ -510,13 +508,13 @@ def rank_states(
 def unattributed_failures(ev: pl.DataFrame) -> list[Failure]:
     """Failures no rank could be tied to (a host-level Xid, an unprefixed traceback)."""
     rows = ev.filter((pl.col("_fw") >= 0.3) & pl.col("subject").is_null())
-    return [_failure(r, None, False) for r in rows.iter_rows(named=True)]
+    return [_failure(r, None, False) for r in row_dicts(rows)]
 
 
 def _failures(ev: pl.DataFrame, per: Mapping[int, Mapping[str, Any]]) -> dict[int, list[Failure]]:
     out: dict[int, list[Failure]] = defaultdict(list)
     rows = ev.filter((pl.col("_fw") > 0) & pl.col("subject").is_not_null())
-    for r in rows.iter_rows(named=True):
+    for r in row_dicts(rows):
         d = per.get(r["subject"], {})
         out[r["subject"]].append(_failure(r, r["subject"], _after_hang(r, d)))
     return out

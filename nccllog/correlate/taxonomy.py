@@ -60,7 +60,10 @@ def placements() -> tuple[Placement, ...]:
 
 def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     """``category`` and ``weight`` of each events row, re-placed where a taxonomy class fits its text."""
-    sig, text = pl.col("signal"), pl.col("text").fill_null("")
+    sig = pl.col("signal")
+    # only the rows of a class's signals are read: the text of the others (most rows) is never searched
+    signals = sorted({s for p in placements() for s in p.signals})
+    text: pl.Expr = pl.when(sig.is_in(signals)).then(pl.col("text").fill_null(""))
     cut = boilerplate()
     if cut:
         text = text.str.replace(r"(?:" + "|".join(regex.escape(c) for c in cut) + r").*$", "")

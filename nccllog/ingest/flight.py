@@ -180,9 +180,10 @@ def partition(sources: list[Source]) -> tuple[list[Source], list[Dump], list[Ski
     dumps: list[Dump] = []
     skipped: list[Skipped] = []
     for src in sources:
-        got = try_read(src)
+        head = None if src.stream is not None else _head(src)  # read once for both checks
+        got = try_read(src, head)
         if got is None:
-            texts.append(_converted(src))
+            texts.append(_converted(src, head))
         elif isinstance(got, Dump):
             dumps.append(got)
         else:
@@ -190,12 +191,13 @@ def partition(sources: list[Source]) -> tuple[list[Source], list[Dump], list[Ski
     return texts, dumps, skipped
 
 
-def try_read(src: Source) -> Dump | Skipped | None:
+def try_read(src: Source, head: bytes | None = None) -> Dump | Skipped | None:
     """The dump in ``src``, a Skipped entry when it looks like a pickle or dump but is refused,
-    or None when it is something else (text to read as a log)."""
+    or None when it is something else (text to read as a log). ``head``: its first bytes, when
+    already read."""
     if src.stream is not None:  # standard input is read once, as text
         return None
-    head = _head(src)
+    head = _head(src) if head is None else head
     if head is None or not _candidate(head, src):
         return None
     data = _data(src)
@@ -207,9 +209,10 @@ def try_read(src: Source) -> Dump | Skipped | None:
         return Skipped(source=src.name, reason=f"not a Flight Recorder dump ({exc})")
 
 
-def _converted(src: Source) -> Source:
+def _converted(src: Source, head: bytes | None = None) -> Source:
     """A torchelastic error file or saved ``ncclras`` output as the text lines it stands for."""
-    head = None if src.stream is not None else _head(src)
+    if head is None:
+        head = None if src.stream is not None else _head(src)
     if head is None:
         return src
     for kind in (elastic, ras):

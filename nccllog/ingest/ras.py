@@ -51,6 +51,7 @@ _TEXT_REPORT = regex.compile(
     rb"|#\d+-\d+ \([0-9a-f]{16}\) (?:MISMATCH|INCOMPLETE|ERROR)\r?$)",
     regex.MULTILINE,
 )
+_TEXT_REPORT_WORDS = (b"Job summary", b"Errors", b"Warnings", b"DEAD", b"INCOMPLETE", b"MISMATCH", b"ERROR")
 _COMM_HEADER = regex.compile(r"^#\d+-\d+ \([0-9a-f]{16}\) (MISMATCH|INCOMPLETE|ERROR)\s*$")
 _GROUP = regex.compile(
     r"^\s+\d+ ranks (have launched up to operation \d+|have not launched any operations|have status \w+"
@@ -70,6 +71,9 @@ def looks_like(head: bytes) -> bool:
 
 def looks_like_text(head: bytes) -> bool:
     """Whether the first bytes look like a saved ``ncclras`` text report."""
+    # every form of the report holds one of these words: most logs are told apart without the regex
+    if not any(word in head for word in _TEXT_REPORT_WORDS):
+        return False
     return _TEXT_REPORT.search(head) is not None
 
 

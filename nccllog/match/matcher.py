@@ -21,7 +21,7 @@ from typing import Any
 import polars as pl
 import regex
 
-from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_values
+from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns
 from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
@@ -158,6 +158,7 @@ def match_lines(
     found_memo: dict[
         tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
     ] = {}
+    candidate_memo: dict[tuple[str, ...], list[Pattern]] = {}  # a segment's keywords -> its patterns
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -169,7 +170,10 @@ def match_lines(
         deadline = time.monotonic() + (LINE_BUDGET_S if budget_s is None else budget_s)
         out_of_time = False
         for segment in _segments(text, distinct, sampled):
-            candidates = _candidate_patterns(library, [k for k in distinct if k in segment])
+            seg_kws = tuple(k for k in distinct if k in segment)
+            candidates = candidate_memo.get(seg_kws)
+            if candidates is None:
+                candidates = candidate_memo[seg_kws] = _candidate_patterns(library, list(seg_kws))
             attrs = parse_line(segment)
             if attrs.level in QUIET_LEVELS:
                 # a line its own logger marks as a warning or information is no error statement
@@ -209,7 +213,9 @@ def match_lines(
             timed_out.setdefault(source, []).append(line_no)
     bound.finish(rows)
     events = rows.frame()
-    kept_hits = events.filter(pl.col("pattern").is_not_null()).select("source", "line").unique().height
+    # select before filter: a filter of the whole table would copy every column
+    spots = events.select("source", "line", "pattern").filter(pl.col("pattern").is_not_null())
+    kept_hits = spots.select("source", "line").unique().height
     ordered = sorted(templates.items(), key=lambda kv: (-kv[1], kv[0]))
     return MatchResult(
         events=events,
@@ -378,13 +384,14 @@ def _clock_seconds(raw: str) -> float | None:
 
 
 class _EventBuilder:
-    """Collects event rows column by column; pattern fields are stored sparsely (most are null).
+    """Collects event rows; every ``FLUSH_ROWS`` rows they become a polars frame, one column at a time.
 
-    Every ``FLUSH_ROWS`` rows the Python lists become a polars frame: Python objects cost about
-    ten times the memory of the same values in polars.
+    Python objects cost about ten times the memory of the same values in polars, and a dict per
+    row costs more than the row, so rows are kept as they come and turned into columns at a flush.
+    A column that is null in every row of a flush (most pattern fields, most attribution columns)
+    becomes a polars scalar column: no memory for its rows, in this frame or any later copy.
     """
 
-    _BASE = (*EVENT_BASE_COLUMNS, *INTERNAL_SCHEMA)
     FLUSH_ROWS = 32768
 
     def __init__(self, schema: dict[str, Any]) -> None:
@@ -393,80 +400,64 @@ class _EventBuilder:
         self.orders: list[pl.Series] = []
         self.added = 0  # rows offered so far, kept or not: the input order of the next one
         self.out_of_order = False
-        self._reset()
-
-    def _reset(self) -> None:
-        self.columns: dict[str, list[Any]] = {name: [] for name in self._BASE}
-        self.fields: dict[str, list[tuple[int, Any]]] = {}
+        self.rows: list[_Row] = []
         self.order: list[int] = []
-        self.n = 0
 
-    def add(
-        self,
-        source: str,
-        line_no: int,
-        text: str,
-        a: LineAttrs,
-        fa: FileAttrs,
-        pat: Pattern | None,
-        values: Mapping[str, Any],
-        severity: str | None = None,
-        order: int | None = None,
-    ) -> None:
+    def add(self, row: _Row, order: int | None = None) -> None:
         """Add one row; ``order`` is its place in the input where rows are added out of order."""
-        when = None
-        if a.time is not None:
-            # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
-            # rank resolution infers the real one from the rest of the logs.
-            when = a.time.complete(2000)
-        base = (
-            source,
-            line_no,
-            _cut(text),
-            _cut(a.message),
-            pat.id if pat else None,
-            pat.signal if pat else None,
-            pat.category if pat else None,
-            pat.severity if pat else severity,
-            a.rank,
-            a.local_rank,
-            a.pg,
-            a.pg_rank,
-            a.host,
-            a.pid,
-            when,
-            a.repeat,
-            None,  # attribution: written by rank resolution
-        )
-        for name, value in zip(EVENT_BASE_COLUMNS, base, strict=True):
-            self.columns[name].append(value)
-        for name, value in internal_values(a, fa).items():
-            self.columns[name].append(value)
-        for name, value in values.items():
-            if value is not None:
-                self.fields.setdefault(name, []).append((self.n, value))
+        self.rows.append(row)
         self.order.append(self.added if order is None else order)
         self.out_of_order = self.out_of_order or order is not None
         self.added += 1
-        self.n += 1
-        if self.n >= self.FLUSH_ROWS:
+        if len(self.rows) >= self.FLUSH_ROWS:
             self._flush()
 
     def _flush(self) -> None:
-        if not self.n:
+        rows = self.rows
+        if not rows:
             return
-        data: dict[str, list[Any]] = {}
-        for name in self.schema:
-            if name in self.columns:
-                data[name] = self.columns[name]
-            else:
-                col: list[Any] = [None] * self.n
-                for i, value in self.fields.get(name, ()):
+        attrs = [r[3] for r in rows]
+        pats = [r[5] for r in rows]
+        # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
+        # rank resolution infers the real one from the rest of the logs.
+        base: dict[str, list[Any]] = {
+            "source": [r[0] for r in rows],
+            "line": [r[1] for r in rows],
+            "text": [_cut(r[2]) for r in rows],
+            "message": [_cut(a.message) for a in attrs],
+            "pattern": [p.id if p else None for p in pats],
+            "signal": [p.signal if p else None for p in pats],
+            "category": [p.category if p else None for p in pats],
+            "severity": [p.severity if p else r[7] for p, r in zip(pats, rows, strict=True)],
+            "rank": [a.rank for a in attrs],
+            "local_rank": [a.local_rank for a in attrs],
+            "pg": [a.pg for a in attrs],
+            "pg_rank": [a.pg_rank for a in attrs],
+            "host": [a.host for a in attrs],
+            "pid": [a.pid for a in attrs],
+            "time": [None if a.time is None else a.time.complete(2000) for a in attrs],
+            "repeat": [a.repeat for a in attrs],
+            "attribution": [],  # written by rank resolution
+        }
+        base.update(internal_columns(attrs, [r[4] for r in rows]))
+        fields: dict[str, list[Any]] = {}
+        for i, r in enumerate(rows):
+            for name, value in r[6].items():
+                if value is not None:
+                    col = fields.get(name)
+                    if col is None:
+                        col = fields[name] = [None] * len(rows)
                     col[i] = value
-                data[name] = col
-        self.frames.append(pl.DataFrame(data, schema=self.schema))
+        real: dict[str, list[Any]] = {}
+        for name in self.schema:
+            values = base[name] if name in base else fields.get(name)
+            if values and any(v is not None for v in values):
+                real[name] = values
+        frame = pl.DataFrame(real, schema={name: self.schema[name] for name in real})
+        nulls = [pl.lit(None, self.schema[name]).alias(name) for name in self.schema if name not in real]
+        self.frames.append(frame.with_columns(nulls).select(list(self.schema)))
         self.orders.append(pl.Series(self.order, dtype=pl.Int64))
-        self._reset()
+        self.rows, self.order = [], []
 
     def frame(self) -> pl.DataFrame:
         """The events table with the full schema (every field column present)."""
@@ -515,8 +506,7 @@ class _Bound:
 
     @staticmethod
     def _put(rows: _EventBuilder, row: _Row, order: int | None = None) -> None:
-        source, line_no, text, a, fa, pat, values, level = row
-        rows.add(source, line_no, text, a, fa, pat, values, severity=level, order=order)
+        rows.add(row, order)
 
     def finish(self, rows: _EventBuilder) -> None:
         """Add the rows kept back (the last ones of each writer and pattern), in their input order."""
