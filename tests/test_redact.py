@@ -25,7 +25,7 @@ from nccllog.render import FORMATS, render
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = [c.inputs.parent for c in fixture_cases()]  # sealed fixtures: bench/accuracy.py --sealed only
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
-HOME = re.compile(r"/home/([A-Za-z_][\w.-]*)")
+HOME = re.compile(r"/home/(?:users/)?([A-Za-z_][\w.-]*)")  # /home/users/<name>: the name
 
 
 def _present(value: str, text: str) -> bool:
@@ -400,3 +400,9 @@ def test_property_every_context_any_case_idempotent(case: tuple[str, str, str, s
     assert ip not in once or not _present(ip, once)
     assert ALIAS_RE.fullmatch(host) or host.lower() not in once.lower()
     assert f"/home/{user}/" not in once
+
+
+def test_the_user_under_a_nested_home_root_is_redacted() -> None:
+    from nccllog.redact.detectors import _HOME
+
+    assert _HOME.findall("/gpfs/home/users/qz81/.venv/lib/torch") == ["qz81"]

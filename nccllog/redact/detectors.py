@@ -48,8 +48,11 @@ _IFACE_IPV6 = regex.compile(
     r"(?![\w:]|\.[0-9])",
     _A,
 )
+# The user is the first folder after a home root that is not itself a home root word
+# (`/gpfs/home/users/alice/…`: alice, not users).
 _HOME = regex.compile(
-    r"[/\\](?:home[0-9]?|Users|users|u|scratch|nfs/home|data/home|gpfs/home|mnt/home)[/\\]([A-Za-z_][\w.-]{0,63})",
+    r"[/\\](?:home[0-9]?|Users|users|u|scratch|nfs/home|data/home|gpfs/home|mnt/home)[/\\]"
+    r"(?:(?:home[0-9]?|Users|users|u|scratch)[/\\])?([A-Za-z_][\w.-]{0,63})",
     _A,
 )
 _USER_KV = regex.compile(
