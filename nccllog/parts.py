@@ -316,6 +316,7 @@ def dump_json(d: Dump) -> str:
     """A typed dump as Flight Recorder JSON, which ``ingest.flight.parse`` reads back to the same Dump."""
     obj = {
         "version": d.version,
+        "comm_lib_version": d.nccl_version,
         "pg_config": {
             k: {"ranks": "[" + ", ".join(str(r) for r in ranks) + "]", "desc": d.pg_desc.get(k, "")}
             for k, ranks in d.pg_ranks.items()

@@ -395,3 +395,9 @@ def test_the_default_groups_members_give_the_world_size(tmp_path: Path) -> None:
         tmp_path / "dumps", {r: d for r, d in late_rank_dumps(late=7, world=8).items() if r in (0, 1)}
     )
     assert analyze([str(tmp_path / "dumps")]).world_size == 8
+
+
+def test_the_dumps_nccl_version_joins_the_events(tmp_path: Path) -> None:
+    write_dumps(tmp_path / "dumps", late_rank_dumps())  # schema 2.10 names comm_lib_version 2.26.2
+    events = analyze([str(tmp_path / "dumps")]).events
+    assert set(events["nccl_version"].drop_nulls().to_list()) == {"2.26.2"}

@@ -293,6 +293,7 @@ def _dump_rows(d: Dump) -> list[dict[str, Any]]:
                 world_size=(len(d.pg_ranks.get(pg_id, ())) or None)
                 if d.pg_desc.get(pg_id) == "default_pg"
                 else None,
+                nccl_version=d.nccl_version,
             )
         )
     for _pg_id, items in sorted(by_pg.items()):

@@ -83,6 +83,7 @@ _PROTO, _STOP, _LONG1 = 0x80, ord("."), 0x8A
 _CONTAINERS = (dict, list, tuple)  # what an allowed pickle can build besides scalars
 KEPT_FRAMES = 64  # frames looked at per entry for the caller of torch (the innermost come first)
 _VERSION = regex.compile(r"2\.(\d{1,2})")
+_NCCL_VERSION = regex.compile(r"[0-9]{1,3}(?:\.[0-9]{1,4}){1,3}(?:\+[\w.]{1,40})?")  # 2.28.9, 2.21.5+cuda12.4
 # What a protocol 0/1 pickle starts with (GLOBAL, MARK, EMPTY_DICT, EMPTY_LIST, PERSID, INST ...).
 _OLD_PICKLE_START = b"c(}]PiI"
 _RANK_IN_NAME = regex.compile(r"rank[_-]?(\d{1,7})(?:\.json|\.pkl|\.pickle)?$")
@@ -163,6 +164,7 @@ class Dump:
     pg_status: dict[str, PgStatus]  # pg_id -> status
     entries: tuple[Entry, ...]
     notes: tuple[str, ...] = ()  # where the sources of its rank disagree (correlate/flight.py)
+    nccl_version: str | None = None  # `comm_lib_version` (schema 2.10) or `nccl_version` (earlier)
 
     def allowed_ranks(self) -> frozenset[int] | None:
         """The ranks the writer can be: in every process group its config lists (a rank records
@@ -382,6 +384,7 @@ def _typed(obj: Any, name: str, fmt: str) -> Dump:
         if isinstance(v, dict)
     }
     entries = tuple(e for e in (_entry(raw) for raw in raw_entries) if e is not None)
+    lib = obj.get("comm_lib_version", obj.get("nccl_version"))
     return Dump(
         source=name,
         version=version,
@@ -391,6 +394,7 @@ def _typed(obj: Any, name: str, fmt: str) -> Dump:
         pg_desc=pg_desc,
         pg_status=status,
         entries=entries,
+        nccl_version=lib if isinstance(lib, str) and _NCCL_VERSION.fullmatch(lib) else None,
     )
 
 
