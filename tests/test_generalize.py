@@ -549,3 +549,25 @@ def test_an_incident_folder_ending_in_a_rank_is_not_a_ranks_folder() -> None:
 
     assert attrs_from_path("cases/k8s-pod-launch-exitcode-7-sigbus-rank0/logs/pod.log").rank is None
     assert attrs_from_path("job7/node0_rank3/stdout.log").rank == 3
+
+
+def test_one_rank_timing_out_at_several_seqs_without_groups_is_not_a_desync() -> None:
+    # torch 2.0 lines name no group: rank 0's two numbers are two groups', so comparing them with
+    # rank 3's says nothing about one stream
+    text = "".join(
+        f"[E ProcessGroupNCCL.cpp:828] [Rank {r}] Watchdog caught collective operation timeout: "
+        f"WorkNCCL(SeqNum={seq}, OpType=ALLREDUCE, Timeout(ms)=600000) ran for 600318 milliseconds before timing out.\n"
+        for r, seq in ((0, 412), (0, 57), (3, 409))
+    )
+    assert _verdict(text).category != "collective_mismatch"
+
+
+def test_a_paste_of_one_ranks_lines_names_no_pair() -> None:
+    # rank 1's lines alone: the world of two is only the highest rank shown, so rank 0 is unpasted
+    text = (
+        "[E ProcessGroupNCCL.cpp:475] [Rank 1] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=5120, "
+        "OpType=ALLREDUCE, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) ran for 1800211 milliseconds before timing out.\n"
+        "[E ProcessGroupNCCL.cpp:489] Some NCCL operations have failed or timed out. Due to the asynchronous nature "
+        "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n"
+    )
+    assert _verdict(text).culprit_ranks == ()

@@ -12,7 +12,7 @@ import polars as pl
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
 from nccllog.correlate.network import AddressBook
-from nccllog.correlate.ranks_state import Failure, RankState
+from nccllog.correlate.ranks_state import HANG_SIGNALS, Failure, RankState
 from nccllog.correlate.rules.remedies import Version, steps
 from nccllog.correlate.rules.scores import S
 from nccllog.match.library import Library
@@ -127,9 +127,12 @@ def _timeout_rows(a: Aligned, n: int = 3) -> list[dict[str, Any]]:
 
 
 def _only_attributed_lines(ctx: Context) -> bool:
-    """One input whose every recognised line has its writer's rank: nothing in it could be a
-    missing rank's unprefixed output."""
-    return ctx.ev["source"].n_unique() <= 1 and ctx.ev.filter(pl.col("rank").is_null()).height == 0
+    """One input whose every recognised line has its writer's rank, hang lines aside: nothing in
+    it could be a missing rank's unprefixed output. (A rank-less line of the hang itself, torch's
+    "Some NCCL operations have failed" after a timeout, is the reporters' or a waiter's: it would not
+    show a missing rank elsewhere either.)"""
+    unranked = ctx.ev.filter(pl.col("rank").is_null() & ~pl.col("signal").is_in(list(HANG_SIGNALS)))
+    return ctx.ev["source"].n_unique() <= 1 and unranked.height == 0
 
 
 def _active_after(st: RankState, t: datetime | None) -> bool:

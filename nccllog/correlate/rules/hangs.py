@@ -3,7 +3,7 @@ ranks, enqueue skew, the desync report, stuck heartbeats, nobody to blame)."""
 
 from __future__ import annotations
 
-from collections import defaultdict
+from collections import Counter, defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -150,10 +150,13 @@ def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
         seqs[s].append(r)
     if len(seqs) < 2:
         return None
-    unnamed = all(t.row.get("pg") is None for b in ctx.aligned if b.pg == a.pg for t in b.reports)
-    if unnamed and max(seqs) - min(seqs) > S.seq_skew_far:
-        # Lines that name no group (torch < 2.2) put every group in the default one; sequence
-        # numbers thousands apart are then the counters of different groups, not one stream.
+    reports = [t for b in ctx.aligned if b.pg == a.pg for t in b.reports]
+    unnamed = all(t.row.get("pg") is None for t in reports)
+    per_rank = Counter(t.rank for t in reports if t.primary and t.rank is not None)
+    if unnamed and (max(seqs) - min(seqs) > S.seq_skew_far or any(n > 1 for n in per_rank.values())):
+        # Lines that name no group (torch < 2.2) put every group in the default one: sequence
+        # numbers thousands apart, or one rank timing out at several, are different groups'
+        # counters, not one stream.
         return None
     groups = sorted(seqs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
     maj = groups[0][1]
@@ -321,6 +324,8 @@ def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:
             d.collect.extend(collect_next_time(ctx))
         return [late, extra]
     if len(ctx.world) == 2 and len(silent) == 1:
+        if missing and not ctx.world_known and _only_attributed_lines(ctx):
+            return None  # a paste of one rank's lines: its "pair" is only the highest rank it shows
         d = Draft(category=Category.STRAGGLER_HANG, culprits=tuple(silent), kind="silent")
         d.score = S.silent_pair if not missing else S.silent_pair_missing
         d.summary = f"Rank {silent[0]} never reached {where}; rank {a.reporters[0]} waited {waited} for it."
