@@ -571,3 +571,13 @@ def test_a_paste_of_one_ranks_lines_names_no_pair() -> None:
         "of CUDA kernels, subsequent GPU operations might run on corrupted/incomplete data.\n"
     )
     assert _verdict(text).culprit_ranks == ()
+
+
+def test_a_running_servers_watchdog_is_no_startup_failure() -> None:
+    text = (
+        "".join(
+            f"[2026-01-22 13:40:14 TP{r}] Watchdog timeout (self.watchdog_timeout=300)\n" for r in range(4)
+        )
+        + "[2026-01-22 13:40:19] Received sigquit from a child proces. It usually means the child failed.\nKilled\n"
+    )
+    assert _verdict(text).category != "bootstrap_rendezvous"

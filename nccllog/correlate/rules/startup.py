@@ -9,6 +9,7 @@ import polars as pl
 import regex
 
 from nccllog.correlate import wording as w
+from nccllog.correlate.ranks_state import HANG_SIGNALS
 from nccllog.correlate.rules.base import (
     LOOPBACK_NAMES,
     Context,
@@ -276,6 +277,8 @@ def startup_hang(ctx: Context) -> list[Draft]:
         & (pl.col("op_count").is_not_null() | pl.col("step").is_not_null())
     ).height:
         return []
+    if ev.filter(pl.col("signal").is_in(list(HANG_SIGNALS))).height:
+        return []  # a watchdog of running work fired: the job was past start-up, and hung later
     init = ev.filter(pl.col("signal") == Signal.INIT)
     boot = ev.filter(pl.col("signal") == Signal.BOOTSTRAP)
     complete = init.filter(
