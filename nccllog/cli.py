@@ -302,6 +302,25 @@ def _unwrap(lines: list[bytes]) -> list[bytes]:
     return out
 
 
+# The decompression limits: every command that reads logs declares them (extract too).
+_read_limit_options = [
+    click.option(
+        "--max-decompressed",
+        type=ByteSize(),
+        default="8G",
+        show_default=True,
+        help="Read at most this many decompressed bytes per compressed file or archive member,"
+        " and at most this many bytes of standard input (a size: 8G, 512M, 100K or bytes).",
+    ),
+    click.option(
+        "--max-total-decompressed",
+        type=ByteSize(),
+        default="32G",
+        show_default=True,
+        help="Read at most this many decompressed bytes over all compressed inputs together (e.g. 64G).",
+    ),
+]
+
 _common_report_options = [
     click.option("--output", "-o", help="Write the report to this file; the format follows its extension."),
     click.option(
@@ -322,21 +341,7 @@ _common_report_options = [
     click.option(
         "--patterns", "pattern_dirs", multiple=True, type=click.Path(), help="Add a directory of patterns."
     ),
-    click.option(
-        "--max-decompressed",
-        type=ByteSize(),
-        default="8G",
-        show_default=True,
-        help="Read at most this many decompressed bytes per compressed file or archive member,"
-        " and at most this many bytes of standard input (a size: 8G, 512M, 100K or bytes).",
-    ),
-    click.option(
-        "--max-total-decompressed",
-        type=ByteSize(),
-        default="32G",
-        show_default=True,
-        help="Read at most this many decompressed bytes over all compressed inputs together (e.g. 64G).",
-    ),
+    *_read_limit_options,
     click.option(
         "--strict",
         is_flag=True,
@@ -348,10 +353,19 @@ _common_report_options = [
 ]
 
 
-def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
-    for option in reversed(_common_report_options):
+def _apply(options: list[Callable[..., Any]], fn: Callable[..., Any]) -> Callable[..., Any]:
+    for option in reversed(options):
         fn = option(fn)
     return fn
+
+
+def _report_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    return _apply(_common_report_options, fn)
+
+
+def read_limit_options(fn: Callable[..., Any]) -> Callable[..., Any]:
+    """The decompression limits, as every command that reads logs declares them."""
+    return _apply(_read_limit_options, fn)
 
 
 # click >= 8.2 raises this (a UsageError) for a bare `nccllog`; its help text is the right answer.

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import click
 
-from nccllog.cli import _fail, _guarded, _isatty, _progress, _stdin_stream
+from nccllog.cli import _fail, _guarded, _isatty, _progress, _stdin_stream, read_limit_options
 from nccllog.cli_inspect import size_label as _size
 from nccllog.ingest.sources import unreadable
 from nccllog.text_safety import clean
@@ -47,20 +47,7 @@ def _shard(value: str | None) -> tuple[int, int] | None:
     type=click.Path(),
     help="Add a directory of patterns (give the same to analyze).",
 )
-@click.option(
-    "--max-decompressed",
-    type=click.IntRange(min=0),
-    default=8 * 1024**3,
-    show_default=True,
-    help="Read at most this many decompressed bytes per compressed file or archive member.",
-)
-@click.option(
-    "--max-total-decompressed",
-    type=click.IntRange(min=0),
-    default=32 * 1024**3,
-    show_default=True,
-    help="Read at most this many decompressed bytes over all compressed inputs together.",
-)
+@read_limit_options
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar and no notes on stderr (errors only).")
 @click.option("--strict", is_flag=True, help="Exit 2 when an input named cannot be read.")
 @click.option("--traceback", is_flag=True, help="Show Python tracebacks of errors.")

@@ -119,7 +119,8 @@ def collect(
     progress: Callable[[int, int], None] | None = None,
 ) -> Extraction:
     """Read ``sources`` (parts, dumps and logs, told apart by content) into one Extraction."""
-    texts, parts, refused = partition(list(sources), keyword_digest(library))
+    digest = keyword_digest(library)
+    texts, parts, refused = partition(list(sources), digest)
     texts, dumps, not_dumps = flight_dumps.partition(texts)
     read = read_sources(
         texts,
@@ -130,7 +131,6 @@ def collect(
         max_total_decompressed=max_total_decompressed,
         progress=progress,
     )
-    digest = keyword_digest(library)
     own = Extraction(read, tuple(dumps), (*skipped, *refused, *not_dumps), digest)
     return merge(own, parts)
 

@@ -369,6 +369,11 @@ def test_cli_extract_then_analyze(tmp_path: Path) -> None:
     assert f"nccllog: skipped {tmp_path / 'foreign.parquet'}: not read as an nccllog part" in res.output
     res = runner.invoke(main, ["extract", *files, "--shard", "2/2", "-o", str(tmp_path / "x.parquet")])
     assert res.exit_code == 2 and res.output.startswith("nccllog: error: --shard '2/2'")
+    # the size limits read sizes as analyze does
+    res = runner.invoke(
+        main, ["extract", *files, "--max-decompressed", "512M", "-o", str(tmp_path / "y.parquet")]
+    )
+    assert res.exit_code == 0, res.output
 
 
 def test_a_part_inside_an_archive_is_named_not_read(tmp_path: Path) -> None:
