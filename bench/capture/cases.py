@@ -13,6 +13,7 @@ import torch
 import torch.distributed as dist
 
 case = sys.argv[1]
+# Only one GPU is lent: in the multi-rank cases below, only one rank ever touches it.
 rank = int(os.environ.get("RANK", "0"))
 torch.cuda.set_device(0)
 
@@ -87,3 +88,24 @@ elif case == "plain":  # a clean run with NCCL_DEBUG=INFO and COLL lines
     torch.cuda.synchronize()
     print(f"rank {rank}: finished", flush=True)
     dist.destroy_process_group()
+elif case == "peer_dies":  # rank EARLY_RANK fails before joining; the others wait for it in init
+    if rank == int(os.environ.get("EARLY_RANK", "0")):
+        time.sleep(3)
+        if os.environ.get("EARLY", "raise") == "segv":
+            import ctypes
+
+            ctypes.string_at(0)  # SIGSEGV
+        raise FileNotFoundError(f"/data/shards/part-{rank:05d}.arrow")
+    init(seconds=40)
+    t = torch.ones(1024, device="cuda")
+    dist.all_reduce(t)
+    torch.cuda.synchronize()
+elif case == "device_assert":  # an index out of range on the GPU after the first collective
+    init()
+    t = torch.ones(1024, device="cuda")
+    dist.all_reduce(t)
+    emb = torch.nn.Embedding(1000, 64).cuda()
+    ids = torch.tensor([3, 999, 1000, 17], device="cuda")
+    out = emb(ids)
+    dist.all_reduce(out)
+    torch.cuda.synchronize()
