@@ -26,6 +26,8 @@ FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = [c.inputs.parent for c in fixture_cases()]  # sealed fixtures: bench/accuracy.py --sealed only
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 HOME = re.compile(r"/home/(?:users/)?([A-Za-z_][\w.-]*)")  # /home/users/<name>: the name
+# Accounts every machine of an image has (docs/usage.md): they identify nobody, and stay.
+SHARED_ACCOUNTS = {"root", "ubuntu", "ec2-user", "centos", "admin", "nobody"}
 
 
 def _present(value: str, text: str) -> bool:
@@ -75,7 +77,7 @@ def _originals(incident: Incident) -> dict[str, set[str]]:
             continue
         if not (ip.is_loopback or ip.is_unspecified):
             ips.add(m.group(0))
-    users = set(HOME.findall(text))
+    users = set(HOME.findall(text)) - SHARED_ACCOUNTS
     return {"host": hosts, "ip": ips, "user": users}
 
 
