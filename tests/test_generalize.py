@@ -581,3 +581,57 @@ def test_a_running_servers_watchdog_is_no_startup_failure() -> None:
         + "[2026-01-22 13:40:19] Received sigquit from a child proces. It usually means the child failed.\nKilled\n"
     )
     assert _verdict(text).category != "bootstrap_rendezvous"
+
+
+def _torchrun_console(failures: list[tuple[int, int, int]], root: tuple[int, int, int]) -> str:
+    """torch 2.11's summary as a one-node torchrun console prints it: (rank, exit code, pid)."""
+
+    def entry(i: int, rank: int, code: int, pid: int) -> str:
+        return (
+            f"[{i}]:\n  time      : 2026-11-26_07:02:11\n  host      : gpu-n7\n"
+            f"  rank      : {rank} (local_rank: {rank})\n  exitcode  : {code} (pid: {pid})\n  error_file: <N/A>\n"
+        )
+
+    others = "".join(entry(i + 1, *f) for i, f in enumerate(failures)) or "  <NO_OTHER_FAILURES>\n"
+    return (
+        "torch.distributed.elastic.multiprocessing.errors.ChildFailedError: \n"
+        "============================================================\n"
+        "train.py FAILED\n------------------------------------------------------------\n"
+        f"Failures:\n{others}------------------------------------------------------------\n"
+        f"Root Cause (first observed failure):\n{entry(0, *root)}"
+        "============================================================\n"
+    )
+
+
+TRACEBACK = (
+    "Traceback (most recent call last):\n"
+    '  File "/srv/job/train.py", line 41, in <module>\n'
+    "    batch = next(loader)\n"
+    "KeyError: 'input_ids'\n"
+)
+
+
+def test_an_unprefixed_traceback_is_the_worker_that_exited_with_an_error() -> None:
+    # Rank 2 exited 1 (an escaped exception); torchrun stopped the others (-15): the traceback,
+    # which carries no rank prefix, can only be rank 2's.
+    stopped = [(r, -15, 7100 + r) for r in (0, 1, 3)]
+    v = _verdict(TRACEBACK + _torchrun_console(stopped, (2, 1, 7102)))
+    assert v.category == "other" and v.culprit_ranks == (2,)
+    # Two workers exited with an error: the traceback could be either's, and none is named from it.
+    v = _verdict(TRACEBACK + _torchrun_console([(3, 1, 7103)], (2, 1, 7102)))
+    assert v.summary.startswith("A process raised KeyError")
+
+
+def test_the_awaited_ranks_own_failure_explains_the_store_wait() -> None:
+    text = (
+        "[rank0]: ValueError: the shard list for this rank is empty\n"
+        "[rank1]: torch.distributed.DistBackendError: [1] is setting up NCCL communicator and retrieving "
+        "ncclUniqueId from [0] via c10d key-value store by key '0', but store->get('0') got error: "
+        "Failed to recv, got 0 bytes. Connection was likely closed. Did the remote server shutdown or crash?\n"
+    )
+    incident = nccllog.analyze_text(text)
+    v = incident.verdict
+    assert v.category == "other" and v.culprit_ranks == (0,)
+    assert any("waited for" in r for r in v.rules_in)
+    wait = next(h for h in incident.hypotheses if h.category == "bootstrap_rendezvous")
+    assert wait.culprit_ranks == (0,) and any("What explains the wait" in r for r in wait.rules_out)

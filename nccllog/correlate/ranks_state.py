@@ -300,6 +300,7 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
         .then(pl.col("target_host"))
         .otherwise(pl.col("host"))
     )
+    ev = _placed_by_exit(ev)
     todo = ev.filter(pl.col("subject").is_null() & ((pl.col("_fw") > 0) | about_other))
     if todo.height == 0:
         return ev
@@ -359,6 +360,49 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
         return ev
     fix = pl.col("_i").replace_strict(fixes, default=None, return_dtype=pl.Int64)
     note = pl.col("_i").replace_strict(notes, default=None, return_dtype=pl.String)
+    return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
+
+
+# Lines a worker prints when an exception escapes it; its launcher then sees exit status 1.
+EXCEPTION_SIGNALS = ("python_exception", "error_line")
+
+
+def _placed_by_exit(ev: pl.DataFrame) -> pl.DataFrame:
+    """An unprefixed traceback in a launcher's console is the worker's that the launcher saw exit
+    with an error status, when exactly one worker of that console did (the others were stopped by
+    a signal, or exited cleanly): an escaped exception is what makes a Python process exit 1.
+    The traceback must come before that exit line, as a worker's output comes before its exit."""
+    exits = ev.filter(
+        pl.col("signal").is_in(["process_exit", "root_cause"])
+        & pl.col("subject").is_not_null()
+        & (pl.col("exitcode") > 0)
+    )
+    if not exits.height:
+        return ev
+    by_source = exits.group_by("source").agg(ranks=pl.col("subject").unique(), at=pl.col("_i").min())
+    placed = {src: (ranks[0], at) for src, ranks, at in by_source.iter_rows() if len(ranks) == 1}
+    if not placed:
+        return ev
+    fixes: dict[int, int] = {}
+    notes: dict[int, str] = {}
+    todo = ev.filter(
+        pl.col("subject").is_null()
+        & pl.col("rank").is_null()
+        & pl.col("signal").is_in(EXCEPTION_SIGNALS)
+        & (pl.col("_fw") > 0)
+        & pl.col("source").is_in(list(placed))
+    )
+    for i, src in todo.select("_i", "source").iter_rows():
+        rank, at = placed[src]
+        if i < at:
+            fixes[i] = rank
+            notes[i] = f"the launcher saw only rank {rank} exit with an error status in this log"
+    if not fixes:
+        return ev
+    fix = pl.col("_i").replace_strict(fixes, default=None, return_dtype=pl.Int64)
+    note = pl.col("_i").replace_strict(notes, default=None, return_dtype=pl.String)
+    if "subject_note" in ev.columns:
+        note = pl.coalesce("subject_note", note)
     return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
 
 

@@ -62,7 +62,22 @@ def reconcile(ctx: Context, drafts: list[Draft]) -> None:
             if c.score <= h.score:
                 c.score = min(S.reconcile_cap, h.score + S.reconcile_bonus)
             h.rules_out.append(f"What explains the wait: {c.summary}")
+    _awaited_failed(drafts)
     _hardware_first(ctx, drafts)
+
+
+def _awaited_failed(drafts: list[Draft]) -> None:
+    """Ranks that timed out in the store waiting for a rank point at it; when that rank's own
+    failure is seen (its exception, its crash), the failure is why it never published its part:
+    the cause is that failure, and the store timeouts are what it did to the others."""
+    for b in (d for d in drafts if d.kind == "bootstrap" and d.culprits):
+        for c in drafts:
+            if c.kind != "failstop" or c.after or not set(c.culprits) & set(b.culprits):
+                continue
+            if c.score <= b.score:
+                c.score = min(S.reconcile_cap, b.score + S.reconcile_bonus)
+            c.rules_in.extend(r for r in b.rules_in if r not in c.rules_in)
+            b.rules_out.append(f"What explains the wait: {c.summary}")
 
 
 # Failures a broken GPU or its link produces in the process using it.
