@@ -104,7 +104,7 @@ CATEGORY_TITLES: dict[str, str] = {
     Category.NETWORK_SOCKET: "Socket network failure",
     Category.BOOTSTRAP_RENDEZVOUS: "Bootstrap / rendezvous failure",
     Category.CUDA_ERROR: "CUDA error",
-    Category.OOM: "Out of GPU memory",
+    Category.OOM: "Out of memory (GPU or host)",
     Category.SEGFAULT_CRASH: "A process crashed (signal / segfault)",
     Category.GPU_HARDWARE_XID: "GPU hardware fault (Xid)",
     Category.P2P_TOPOLOGY: "Peer-to-peer / topology failure",

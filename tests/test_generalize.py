@@ -635,3 +635,66 @@ def test_the_awaited_ranks_own_failure_explains_the_store_wait() -> None:
     assert any("waited for" in r for r in v.rules_in)
     wait = next(h for h in incident.hypotheses if h.category == "bootstrap_rendezvous")
     assert wait.culprit_ranks == (0,) and any("What explains the wait" in r for r in wait.rules_out)
+
+
+def test_a_peer_the_user_redacted_names_no_machine() -> None:
+    # Users replace addresses by stand-ins before posting; host names never hold underscores.
+    v = _verdict(
+        "gpu-b12: gpu-b12:7731:7790 [3] include/socket.h:409 NCCL WARN Net : Call to recv from NODE2_IP<41207> failed : Connection refused\n"
+    )
+    assert v.category == "network_socket" and v.culprit_hosts == ()
+
+
+def test_a_crash_no_line_places_does_not_earn_high() -> None:
+    # An srun task that may be a node or a rank: the crash is certain, which process it was is not.
+    v = _verdict(
+        " 57: !!!!!!! Segfault encountered !!!!!!!\n"
+        ' 57:   File "<unknown>", line 0, in mz_zip_writer_add_mem_ex_v2\n'
+    )
+    assert v.category == "segfault_crash" and v.confidence == "medium"
+
+
+def test_a_launcher_killing_its_workers_is_not_an_all_clear() -> None:
+    # DeepSpeed's launcher tears its node down after a worker failed; the return code was cut off.
+    v = _verdict(
+        "[2025-02-11 04:12:09,551] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 60312\n"
+        "[2025-02-11 04:12:09,552] [INFO] [launch.py:315:sigkill_handler] Killing subprocess 60313\n"
+    )
+    assert v.category == "unknown"
+
+
+def test_store_warnings_alone_are_no_failure() -> None:
+    v = _verdict(
+        "W0611 09:14:02.227000 31877 site-packages/torch/distributed/run.py:792] Setting OMP_NUM_THREADS environment "
+        "variable for each process to be 1 in default, to avoid your system being overloaded, please further tune the "
+        "variable for optimal performance in your application as needed. \n"
+        "[W611 09:14:12.905118440 socket.cpp:200] [c10d] The hostname of the client socket cannot be retrieved. err=-3\n"
+        "[W socket.cpp:426] [c10d] The server socket cannot be initialized on [::]:29511 (errno: 97 - Address family "
+        "not supported by protocol).\n"
+    )
+    assert v.category == "no_failure" and v.confidence == "low"
+
+
+def test_a_worker_killed_by_sigkill_names_its_machine_not_its_rank() -> None:
+    # The host's OOM killer picks a victim; the rank it killed is not the cause.
+    text = (
+        "ERROR:torch.distributed.elastic.multiprocessing.api:failed (exitcode: -9) local_rank: 6 (pid: 51208) of binary: /usr/bin/python\n"
+        + _torchrun_console([], (6, -9, 51208))
+    )
+    v = _verdict(text)
+    assert v.category == "oom" and v.culprit_ranks == ()
+    assert any("OOM killer" in r for r in v.rules_in)
+    # A GPU out-of-memory of the rank's own is the rank's.
+    v = _verdict("[rank6]: torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 2.00 GiB.\n" + text)
+    assert v.category == "oom" and v.culprit_ranks == (6,)
+
+
+def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
+    line = (
+        "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "
+        "Rank {g}] Watchdog caught collective operation timeout: WorkNCCL(SeqNum=1, OpType=COALESCED, NumelIn=0, "
+        "NumelOut=0, Timeout(ms)=600000) ran for 651125 milliseconds before timing out.\n"
+    )
+    assert _verdict(line.format(r=107, g=6)).category != "init_failure"
+    both = _verdict(line.format(r=107, g=6) + line.format(r=99, g=5))
+    assert both.category == "init_failure"

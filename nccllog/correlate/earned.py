@@ -83,8 +83,10 @@ def _unearned(
             return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
     elif d.category in HOST_CAUSES and not d.hosts:
         return "the logs do not say which machine it is"
-    elif d.category in rules().rank_causes and len(ctx.seen) > 1 and d.category not in seen.placed:
-        # Failure lines tied to ranks but no culprit is a deliberate "every rank alike".
+    elif d.category in rules().rank_causes and len(ctx.seen) != 1 and d.category not in seen.placed:
+        # Failure lines tied to ranks but no culprit is a deliberate "every rank alike". With no
+        # rank seen at all, the job's size is unknown too (an srun task, a pasted line): a
+        # process failed, and which one it was is not in the logs.
         return "the logs do not say which rank it was"
     elif d.category not in seen.stated and d.category not in rules().category_free:
         return "no line states this cause; it is inferred"

@@ -12,6 +12,7 @@ from collections import defaultdict
 from dataclasses import dataclass, field
 
 import polars as pl
+import regex
 
 from nccllog.attribution import Topology
 
@@ -74,6 +75,18 @@ class AddressBook:
             if len(cands) == 1 and len({h for h, _ in self.dev_rank}) == 1:
                 return cands.pop()
         return None
+
+
+# What users type in place of an address they redact before posting: `NODE2_IP`, `MASTER_ADDR`,
+# `<master-ip>`, `x.x.x.x`, `***`. Host names have no underscores (RFC 1123) and no brackets.
+_PLACEHOLDER = regex.compile(
+    r"[A-Z][A-Z0-9]*(?:_[A-Z0-9]+)+|<[^<>]{1,40}>|\{[^{}]{1,40}\}|(?:[xX*#?]{1,4}[.:]){1,7}[xX*#?]{1,4}|[xX*#?]{3,}"
+)
+
+
+def placeholder(addr: str) -> bool:
+    """Whether an address is a stand-in a user typed when redacting a log, not a machine's."""
+    return _PLACEHOLDER.fullmatch(addr.strip()) is not None
 
 
 def strip_port(addr: str) -> str:

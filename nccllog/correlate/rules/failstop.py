@@ -18,7 +18,7 @@ from nccllog.correlate.rules.base import (
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _cascade, _failure_clause, _failure_text
 from nccllog.model import Evidence
-from nccllog.vocab import ENV_CAUSES, Signal
+from nccllog.vocab import ENV_CAUSES, Category, Signal
 
 FAILSTOP_EXCLUDE = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET, Signal.STORE_TIMEOUT)
 # lines of a process setting itself up (devices, transports, versions, settings), not running
@@ -51,29 +51,15 @@ def failstop(ctx: Context) -> list[Draft]:
         lead = fs[0]
         ranks = sorted({f.rank for f in fs if f.rank is not None})
         hosts = sorted({f.host for f in fs if f.rank is None and f.host})
-        named = _named_ranks(fs)
-        population = set(ctx.world) | set(ctx.seen) | set(named)
-        if named and 2 * len(named) >= len(population) and len(population) > 1:
-            # Half the job or more on one device: the launch did not give each process its own GPU
-            # (no LOCAL_RANK binding). That is the job's setup, not a fault of the ranks named.
-            named = []
-        everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
-        culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
-        witnessed = all(f.row.get("pattern") in ctx.library.witness_patterns for f in fs)
-        if witnessed:
-            # The reporters saw the fault; the lines alone do not say whose call diverged. A reporter
-            # that is also the rank the others waited for in a hang is out of step by both counts.
-            culprits = tuple(sorted(set(ranks) & set(main.silent))) if main is not None else ()
-        setup = cat in ENV_CAUSES or all(f.signal in SETUP_SIGNALS for f in fs)
-        if setup and not named:
-            # A rank that reports a fault of its machine's setup (a setup cause, or any cause found
-            # while setting up: no RDMA device for a forced transport) is its victim: the place is
-            # the machine (named when it is not every machine seen), not the process.
-            culprits = ()
-            places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
-            hosts = sorted(places) if places < _hosts_seen(ctx) else []
+        named = _named_ranks(ctx, fs)
+        culprits, everyone, witnessed = _culprits(ctx, fs, named, ranks)
+        killed = cat == Category.OOM and all(_killed(f) for f in fs)
+        if (cat in ENV_CAUSES or all(f.signal in SETUP_SIGNALS for f in fs) or killed) and not named:
+            culprits, hosts = (), _machines(ctx, fs)
         d = Draft(category=cat, culprits=culprits, hosts=tuple(hosts), kind="failstop")
         d.score = max(f.weight for f in fs)
+        if killed and not named:
+            d.rules_in.append(KILLED_NOTE)
         what = _failure_text(lead)
         who = _who(named, ranks, hosts)
         when = f" at {w.clock(lead.time)}" if lead.time else ""
@@ -82,6 +68,8 @@ def failstop(ctx: Context) -> list[Draft]:
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
         elif witnessed:
             d.summary = f"{who} reported '{what}'{when}: the line tells where the fault was noticed, not which rank caused it"
+        elif killed and not named:
+            d.summary = f"{_failure_clause(lead, who)}{when}: killed by SIGKILL, as a host that runs out of memory does"
         else:
             d.summary = f"{_failure_clause(lead, who)}{when}"
         d.rules_in.append(f"{who} logged '{what}'{when} ({lead.row['source']}:{lead.row['line']}).")
@@ -127,6 +115,45 @@ def failstop(ctx: Context) -> list[Draft]:
     return drafts
 
 
+# Exit codes of a process killed by SIGKILL: -9 from torchrun and Python, 137 from a shell/container.
+KILLED_EXITCODES = (-9, 137)
+KILLED_NOTE = (
+    "A SIGKILL with no out-of-memory message of the process's own is what the kernel's OOM killer (or a "
+    "container's memory limit) sends: the machine ran out of host memory, and the rank it killed is its "
+    "choice of victim, not necessarily the rank that used the most."
+)
+
+
+def _killed(f: Failure) -> bool:
+    """A launcher's report that the process died of SIGKILL, with nothing of the process's own."""
+    if f.signal not in (Signal.PROCESS_EXIT, Signal.ROOT_CAUSE):
+        return False
+    return f.row.get("exitcode") in KILLED_EXITCODES or f.row.get("signal_name") == "SIGKILL"
+
+
+def _culprits(
+    ctx: Context, fs: list[Failure], named: list[int], ranks: list[int]
+) -> tuple[tuple[int, ...], bool, bool]:
+    """The ranks a group of failures blames; whether every rank failed alike; whether its lines are
+    a witness's (a rank that saw the fault, not one that caused it)."""
+    everyone = not named and len(ranks) >= 2 and set(ranks) >= set(ctx.seen)
+    culprits: tuple[int, ...] = tuple(named or ([] if everyone else ranks))
+    witnessed = all(f.row.get("pattern") in ctx.library.witness_patterns for f in fs)
+    if witnessed:
+        # The reporters saw the fault; the lines alone do not say whose call diverged. A reporter
+        # that is also the rank the others waited for in a hang is out of step by both counts.
+        culprits = tuple(sorted(set(ranks) & set(ctx.main.silent))) if ctx.main is not None else ()
+    return culprits, everyone, witnessed
+
+
+def _machines(ctx: Context, fs: list[Failure]) -> list[str]:
+    """Where a fault of the machine lies, not of the process that reported it (a setup cause, a
+    cause found while setting up, a kill by the host's OOM killer): the machines, named when they
+    are not every machine seen."""
+    places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
+    return sorted(places) if places < _hosts_seen(ctx) else []
+
+
 def _who(named: list[int], ranks: list[int], hosts: list[str]) -> str:
     """The subject of a failure sentence: the ranks named, else the failing ranks, else the place."""
     if named or ranks:
@@ -153,7 +180,7 @@ def _wraps_a_specific_failure(f: Failure, known: list[Failure]) -> bool:
     )
 
 
-def _named_ranks(fs: list[Failure]) -> list[int]:
+def _named_ranks(ctx: Context, fs: list[Failure]) -> list[int]:
     """Ranks a failure line names explicitly (``Duplicate GPU detected : rank 1 and rank 9``)."""
     out: set[int] = set()
     for f in fs:
@@ -162,6 +189,11 @@ def _named_ranks(fs: list[Failure]) -> list[int]:
                 v = f.row.get(k)
                 if v is not None:
                     out.add(int(v))
+    population = set(ctx.world) | set(ctx.seen) | out
+    if out and 2 * len(out) >= len(population) and len(population) > 1:
+        # Half the job or more on one device: the launch did not give each process its own GPU
+        # (no LOCAL_RANK binding). That is the job's setup, not a fault of the ranks named.
+        return []
     return sorted(out)
 
 

@@ -508,6 +508,9 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
     first = (
         a.seq is not None
         and a.seq <= 1
+        # "every rank waited" needs more than one rank saying so: one reporter of a group whose
+        # other members left no line may be the one that entered alone
+        and len(a.reporters) >= 2
         and (not a.silent or a.hidden >= len(a.silent))
         and all(c is None or c < 1 for c in completed)
         and (not a.membership_known or n >= len(a.expected))

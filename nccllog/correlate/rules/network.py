@@ -8,6 +8,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.correlate import wording as w
+from nccllog.correlate.network import placeholder, strip_port
 from nccllog.correlate.ranks_state import failure_order
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence, writer_hosts
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
@@ -42,6 +43,9 @@ def network(ctx: Context) -> list[Draft]:
     for r in rows:
         me = r["host"] or (ctx.book.rank_host.get(r["rank"]) if r["rank"] is not None else None)
         addr = r["peer_addr"] or r["peer"]
+        if addr and placeholder(strip_port(addr)):
+            unplaced.append(r)  # a peer the user redacted (`NODE2_IP`, `<master-ip>`): no machine named
+            continue
         if addr:
             peer = ctx.book.host_of(addr) or _bare(addr)
             if me is not None and peer == me:
