@@ -15,7 +15,10 @@ import torch.distributed as dist
 case = sys.argv[1]
 # Only one GPU is lent: in the multi-rank cases below, only one rank ever touches it.
 rank = int(os.environ.get("RANK", "0"))
-torch.cuda.set_device(0)
+if case == "ordinal":  # every local rank takes its own GPU, as usual; the node has fewer GPUs
+    torch.cuda.set_device(int(os.environ.get("LOCAL_RANK", "0")))
+else:
+    torch.cuda.set_device(0)
 
 
 def init(seconds=600):
@@ -108,4 +111,9 @@ elif case == "device_assert":  # an index out of range on the GPU after the firs
     ids = torch.tensor([3, 999, 1000, 17], device="cuda")
     out = emb(ids)
     dist.all_reduce(out)
+    torch.cuda.synchronize()
+elif case == "ordinal":  # launched with more processes per node than the node has GPUs
+    init()
+    t = torch.ones(1024, device="cuda")
+    dist.all_reduce(t)
     torch.cuda.synchronize()

@@ -47,7 +47,12 @@ case_node_peer_segv() { two_nodes node_peer_segv EARLY_RANK=0 EARLY=segv NCCL_DE
 case_device_assert() { NCCL_DEBUG=WARN run device_assert $TR --nproc_per_node=1 $S device_assert; }
 # A two-node job of which only one node starts: the rendezvous times out.
 case_missing_node() { T=150 run missing_node python3 -m torch.distributed.run --nnodes=2 --nproc_per_node=1 --rdzv_backend=c10d --rdzv_endpoint=127.0.0.1:29622 --rdzv_conf=join_timeout=60 --max_restarts=0 $S plain; }
-ALL="plain plain_coll dupgpu watchdog frdump ima oom bad_ifname net_ib_forced port_in_use peer_raise peer_segv node_peer_raise node_peer_segv device_assert missing_node"
+# Two processes on a node of one GPU, each taking the GPU of its local rank.
+case_ordinal() {
+  NCCL_DEBUG=WARN run ordinal $TR --nproc_per_node=2 $S ordinal
+  NCCL_DEBUG=INFO run ordinal_tee $TR --nproc_per_node=2 --tee 3 $S ordinal
+}
+ALL="plain plain_coll dupgpu watchdog frdump ima oom bad_ifname net_ib_forced port_in_use peer_raise peer_segv node_peer_raise node_peer_segv device_assert missing_node ordinal"
 for c in ${@:-$ALL}; do case_$c; done
 ls -laR $C
 cd /tmp && tar czf ${OUT:-/tmp}/capture.tar.gz cap
