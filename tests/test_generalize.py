@@ -698,3 +698,14 @@ def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     assert _verdict(line.format(r=107, g=6)).category != "init_failure"
     both = _verdict(line.format(r=107, g=6) + line.format(r=99, g=5))
     assert both.category == "init_failure"
+
+
+def test_torchruns_failure_summary_maps_local_ranks_of_its_node() -> None:
+    # --tee lines carry the local rank; the summary of the same console says which global rank it is.
+    text = (
+        "[default3]:Traceback (most recent call last):\n"
+        "[default3]:torch.OutOfMemoryError: CUDA out of memory. Tried to allocate 6.00 GiB.\n"
+        + _torchrun_console([(4, -15, 8804)], (11, 1, 8803)).replace("(local_rank: 11)", "(local_rank: 3)")
+    )
+    v = _verdict(text)
+    assert v.category == "oom" and v.culprit_ranks == (11,)

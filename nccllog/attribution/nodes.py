@@ -83,6 +83,21 @@ def resolve_nodes(
                     f"NCCL localRank {lr} of pid {k[1]} on {procs.display.show(k[0])} (rank {r})",
                 )
     for i in range(rows.n):
+        if (
+            rows.signal[i] == "root_cause"
+            and rows.target_rank[i] is not None
+            and rows.target_local[i] is not None
+        ):
+            # torchrun's failure summary (`rank : 1 (local_rank: 1)`) lists its own node's workers:
+            # on that node's console, local rank L is global rank R.
+            node = row_node(rows, hosts, units, tasks_are, task_host, i)
+            if node is not None:
+                tr, tl = rows.target_rank[i], rows.target_local[i]
+                node_local[(node, tl)][tr] += 1
+                node_local_text.setdefault(
+                    (node, tl, tr),
+                    f"torchrun's failure summary on {node_shown(procs, node)}: rank {tr} (local_rank: {tl})",
+                )
         lr = rows.local_rank[i]
         if lr is None:
             continue

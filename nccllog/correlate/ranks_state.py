@@ -363,8 +363,9 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
     return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
 
 
-# Lines a worker prints when an exception escapes it; its launcher then sees exit status 1.
-EXCEPTION_SIGNALS = ("python_exception", "error_line")
+# Lines a worker prints when an exception escapes it (a CUDA error, an out-of-memory, an NCCL
+# error are Python exceptions too); its launcher then sees exit status 1.
+EXCEPTION_SIGNALS = ("python_exception", "error_line", "cuda_error", "oom", "nccl_error")
 
 
 def _placed_by_exit(ev: pl.DataFrame) -> pl.DataFrame:
