@@ -709,3 +709,14 @@ def test_torchruns_failure_summary_maps_local_ranks_of_its_node() -> None:
     )
     v = _verdict(text)
     assert v.category == "oom" and v.culprit_ranks == (11,)
+
+
+def test_a_store_read_that_timed_out_is_a_rendezvous_wait() -> None:
+    v = _verdict(
+        "[rank1]:[W1122 06:41:03.118713029 socket.cpp:472] [c10d] waitForInput: poll for socket SocketImpl(fd=72, "
+        "addr=[trn-b04]:50212, remote=[trn-b01]:29511) returned 0, likely a timeout\n"
+        "[rank1]:[E1122 06:41:03.118733291 socket.cpp:497] [c10d] waitForInput: socket SocketImpl(fd=72, "
+        "addr=[trn-b04]:50212, remote=[trn-b01]:29511) timed out after 600000ms\n"
+    )
+    assert v.category == "bootstrap_rendezvous" and v.culprit_ranks == ()
+    assert "trn-b01" in v.summary

@@ -7,7 +7,7 @@ import polars as pl
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
 from nccllog.correlate.rules.scores import S
-from nccllog.vocab import Severity, Signal
+from nccllog.vocab import CATEGORY_TITLES, Severity, Signal
 
 
 def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
@@ -32,7 +32,9 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
             d.culprits = tuple(ranks)
         d.score = S.leftover_base
         first = _first(sub.to_dicts(), 1)[0]
-        d.summary = f"{w.ranks_phrase(ranks, capital=True) if ranks else 'The logs'} show {first['pattern']} ({cat[0]})."
+        who = w.ranks_phrase(ranks, capital=True) if ranks else "A process"
+        title = CATEGORY_TITLES.get(str(cat[0]), str(cat[0])).lower()
+        d.summary = f"{who} logged {w.excerpt(first['message'] or first['text'], 80)}: a sign of {title}."
         d.rules_in.append(
             f"{sub.height} line(s) of pattern(s) {', '.join(sorted(set(sub['pattern'].to_list())))[:200]}."
         )

@@ -124,8 +124,9 @@ _STORE_ADDR = regex.compile(r"\(([\w.\-:]+), \d+\)|(?:to|host) \[?([\w.\-]+?)\]?
 
 def _store_address(r: dict[str, Any]) -> str | None:
     """The store address a rendezvous error names (its field, or ``(host, port)`` / ``host:port`` in the text)."""
-    if r.get("target_host"):
-        return str(r["target_host"])
+    for key in ("target_host", "peer_addr"):  # the store's address as the pattern read it
+        if r.get(key):
+            return str(r[key])
     for text in (r.get("error"), r.get("message")):
         m = _STORE_ADDR.search(text or "")
         if m:
