@@ -720,3 +720,18 @@ def test_a_store_read_that_timed_out_is_a_rendezvous_wait() -> None:
     )
     assert v.category == "bootstrap_rendezvous" and v.culprit_ranks == ()
     assert "trn-b01" in v.summary
+
+
+def test_a_store_based_barrier_counts_the_ranks_that_joined() -> None:
+    waiting = (
+        "INFO:torch.distributed.distributed_c10d:Waiting in store based barrier to initialize process group for "
+        "rank: 2, key: store_based_barrier_key:1 (world_size=16, worker_count=6, timeout=0:30:00)\n"
+    )
+    v = _verdict(waiting)
+    assert v.category == "bootstrap_rendezvous" and "6 of 16" in v.summary
+    v = _verdict(
+        waiting
+        + "RuntimeError: Timed out initializing process group in store based barrier on rank: 2, for key: "
+        "store_based_barrier_key:1 (world_size=16, worker_count=6, timeout=0:30:00)\n"
+    )
+    assert v.category == "bootstrap_rendezvous" and "timed out" in v.summary

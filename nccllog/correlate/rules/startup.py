@@ -70,7 +70,10 @@ def bootstrap(ctx: Context) -> list[Draft]:
             )
         else:
             d.score = S.bootstrap_partial
-            d.summary = f"Only {j} of {n} ranks joined the rendezvous before the store timed out."
+            timed_out = any(r.get("severity") in (Severity.ERROR, Severity.CRITICAL) for r in rows)
+            d.summary = f"Only {j} of {n} ranks joined the rendezvous " + (
+                "before the store timed out." if timed_out else "while the others waited for them."
+            )
             d.rules_in.append(f"The store counted {j}/{n} clients.")
         return [d]
     addrs = sorted({a for r in rows if (a := _store_address(r))})
