@@ -735,3 +735,14 @@ def test_a_store_based_barrier_counts_the_ranks_that_joined() -> None:
         "store_based_barrier_key:1 (world_size=16, worker_count=6, timeout=0:30:00)\n"
     )
     assert v.category == "bootstrap_rendezvous" and "timed out" in v.summary
+
+
+def test_a_servers_report_that_a_child_failed_is_not_an_all_clear() -> None:
+    v = _verdict(
+        "[2026-02-11 08:14:51] SIGQUIT received. signum=None, frame=None. It usually means one child failed.\n"
+    )
+    assert v.category == "unknown"
+    v = _verdict(
+        "[2026-08-10 09:47:36] Subprocess scheduler_0 (pid=52211) crashed with exit code -11. Triggering SIGQUIT for cleanup...\n"
+    )
+    assert v.category == "segfault_crash"
