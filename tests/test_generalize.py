@@ -746,3 +746,11 @@ def test_a_servers_report_that_a_child_failed_is_not_an_all_clear() -> None:
         "[2026-08-10 09:47:36] Subprocess scheduler_0 (pid=52211) crashed with exit code -11. Triggering SIGQUIT for cleanup...\n"
     )
     assert v.category == "segfault_crash"
+
+
+def test_an_nccl_warning_no_pattern_explains_is_not_an_all_clear() -> None:
+    v = _verdict(
+        "gpu-a:3311:3350 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
+        "gpu-a:3311:3350 [0] transport/p2p.cc:238 NCCL WARN failed to ope\n"
+    )
+    assert v.category == "unknown" and "NCCL warned" in v.summary

@@ -211,6 +211,8 @@ def _no_failure(ctx: Context) -> Hypothesis:
     raised = verdict.uncaught(ctx)
     if not finished.height and raised:
         return _unknown(ctx, [], f"an error escaped a process ({raised}), and no rule placed it")
+    if not finished.height and (warn := verdict.nccl_warning(ctx)):
+        return _unknown(ctx, [], f"NCCL warned of a fault ({warn}) that no rule placed")
     if not finished.height and not warned:
         return _unknown(
             ctx,

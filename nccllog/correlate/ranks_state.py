@@ -376,7 +376,8 @@ def _placed_by_exit(ev: pl.DataFrame) -> pl.DataFrame:
     exits = ev.filter(
         pl.col("signal").is_in(["process_exit", "root_cause"])
         & pl.col("subject").is_not_null()
-        & (pl.col("exitcode") > 0)
+        # 1..127: the process exited itself; 128+N is a shell's or container's "killed by signal N"
+        & pl.col("exitcode").is_between(1, 127)
     )
     if not exits.height:
         return ev

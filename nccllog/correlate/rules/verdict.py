@@ -157,6 +157,16 @@ def uncaught(ctx: Context) -> str | None:
     return w.excerpt(r.get("message")) + (f" (rank {r['rank']})" if r.get("rank") is not None else "")
 
 
+def nccl_warning(ctx: Context) -> str | None:
+    """The first NCCL WARN that no pattern of its own explains, quoted; None when there is none."""
+    ids = list(vocabulary().unexplained_warn_patterns)
+    hit = ctx.ev.filter(pl.col("pattern").is_in(ids)).sort("_i")
+    if not hit.height:
+        return None
+    r = hit.row(0, named=True)
+    return w.excerpt(r.get("message")) + (f" (rank {r['rank']})" if r.get("rank") is not None else "")
+
+
 def unplaced_error(ctx: Context) -> str:
     """What an ``unknown`` verdict says when errors were logged but no rule placed them: the
     launcher's first observed failure, else the first error-severity line."""

@@ -18,6 +18,7 @@ class Vocabulary:
     phase_words: tuple[str, ...]  # lower case; match case-insensitively
     stop_words: tuple[str, ...]  # case-sensitive
     uncaught_markers: tuple[str, ...]  # case-sensitive
+    unexplained_warn_patterns: tuple[str, ...]  # pattern ids
     virtual_iface: regex.Pattern[str]
     restrictive_settings: dict[str, tuple[str, ...]]
     xid_names: dict[int, str]
@@ -39,6 +40,7 @@ def vocabulary() -> Vocabulary:
         phase_words=tuple(w.lower() for w in raw["phase_words"]),
         stop_words=tuple(raw["stop_words"]),
         uncaught_markers=tuple(raw["uncaught_markers"]),
+        unexplained_warn_patterns=tuple(raw["unexplained_warn_patterns"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
         restrictive_settings={k: tuple(v) for k, v in raw["restrictive_settings"].items()},
         xid_names={k: v["name"] for k, v in xid.items()},
