@@ -15,13 +15,14 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
+from operator import attrgetter
 from typing import Any
 
 import polars as pl
 import regex
 
-from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns
+from nccllog.attribution.columns import INTERNAL_SCHEMA, columns_of, internal_columns
 from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
@@ -158,7 +159,8 @@ def match_lines(
     found_memo: dict[
         tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
     ] = {}
-    candidate_memo: dict[tuple[str, ...], list[Pattern]] = {}  # a segment's keywords -> its patterns
+    # (a segment's keywords, whether its level is quiet) -> its patterns and their ids
+    candidate_memo: dict[tuple[tuple[str, ...], bool], tuple[list[Pattern], tuple[str, ...]]] = {}
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -170,15 +172,15 @@ def match_lines(
         deadline = time.monotonic() + (LINE_BUDGET_S if budget_s is None else budget_s)
         out_of_time = False
         for segment in _segments(text, distinct, sampled):
-            seg_kws = tuple(k for k in distinct if k in segment)
-            candidates = candidate_memo.get(seg_kws)
-            if candidates is None:
-                candidates = candidate_memo[seg_kws] = _candidate_patterns(library, list(seg_kws))
+            seg_kws = tuple([k for k in distinct if k in segment])
             attrs = parse_line(segment)
-            if attrs.level in QUIET_LEVELS:
-                # a line its own logger marks as a warning or information is no error statement
-                candidates = [p for p in candidates if p.signal != "error_line"]
-            memo_key = (attrs.message, tuple(p.id for p in candidates))
+            # a line its own logger marks as a warning or information is no error statement
+            quiet = attrs.level in QUIET_LEVELS
+            known = candidate_memo.get((seg_kws, quiet))
+            if known is None:
+                known = candidate_memo[(seg_kws, quiet)] = _candidates(library, seg_kws, quiet)
+            candidates, ids = known
+            memo_key = (attrs.message, ids)
             memo = found_memo.get(memo_key)
             if memo is None:
                 offset, matches, late = _find(candidates, attrs.message, deadline)
@@ -190,7 +192,7 @@ def match_lines(
                     found_memo[memo_key] = memo
             offset, found = memo
             if offset:
-                attrs = replace(attrs, message=attrs.message[offset:])
+                attrs = _with_message(attrs, attrs.message[offset:])
             for pat, values, lost in found:
                 overflow += lost
                 bound.add(rows, (source, line_no, segment, attrs, fa, pat, values, None))
@@ -326,12 +328,24 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
     return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
 
 
-def _candidate_patterns(library: Library, kws: list[str]) -> list[Pattern]:
-    """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order."""
+def _candidates(library: Library, kws: tuple[str, ...], quiet: bool) -> tuple[list[Pattern], tuple[str, ...]]:
+    """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order,
+    and their ids; on a ``quiet`` line (its level a warning or information) no error-line pattern."""
     idx: set[int] = set()
     for k in kws:
         idx.update(library.keyword_patterns.get(k, ()))
-    return [library.patterns[i] for i in sorted(idx)]
+    pats = [library.patterns[i] for i in sorted(idx)]
+    if quiet:
+        pats = [p for p in pats if p.signal != "error_line"]
+    return pats, tuple(p.id for p in pats)
+
+
+def _with_message(attrs: LineAttrs, message: str) -> LineAttrs:
+    """``attrs`` with another message (``dataclasses.replace`` without its 23-argument init)."""
+    out = object.__new__(LineAttrs)
+    out.__dict__.update(attrs.__dict__)
+    out.__dict__["message"] = message
+    return out
 
 
 def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
@@ -416,33 +430,33 @@ class _EventBuilder:
         rows = self.rows
         if not rows:
             return
-        attrs = [r[3] for r in rows]
-        pats = [r[5] for r in rows]
+        source, line, text, attrs, fattrs, pats, values, levels = map(list, zip(*rows, strict=True))
+        a = columns_of(_line_fields, _LINE_FIELDS, attrs)
         # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
         # rank resolution infers the real one from the rest of the logs.
         base: dict[str, list[Any]] = {
-            "source": [r[0] for r in rows],
-            "line": [r[1] for r in rows],
-            "text": [_cut(r[2]) for r in rows],
-            "message": [_cut(a.message) for a in attrs],
+            "source": source,
+            "line": line,
+            "text": [t if len(t) <= MAX_TEXT else _cut(t) for t in text],
+            "message": [t if len(t) <= MAX_TEXT else _cut(t) for t in a["message"]],
             "pattern": [p.id if p else None for p in pats],
             "signal": [p.signal if p else None for p in pats],
             "category": [p.category if p else None for p in pats],
-            "severity": [p.severity if p else r[7] for p, r in zip(pats, rows, strict=True)],
-            "rank": [a.rank for a in attrs],
-            "local_rank": [a.local_rank for a in attrs],
-            "pg": [a.pg for a in attrs],
-            "pg_rank": [a.pg_rank for a in attrs],
-            "host": [a.host for a in attrs],
-            "pid": [a.pid for a in attrs],
-            "time": [None if a.time is None else a.time.complete(2000) for a in attrs],
-            "repeat": [a.repeat for a in attrs],
+            "severity": [p.severity if p else lv for p, lv in zip(pats, levels, strict=True)],
+            "rank": a["rank"],
+            "local_rank": a["local_rank"],
+            "pg": a["pg"],
+            "pg_rank": a["pg_rank"],
+            "host": a["host"],
+            "pid": a["pid"],
+            "time": [None if t is None else t.complete(2000) for t in a["time"]],
+            "repeat": a["repeat"],
             "attribution": [],  # written by rank resolution
         }
-        base.update(internal_columns(attrs, [r[4] for r in rows]))
+        base.update(internal_columns(attrs, fattrs))
         fields: dict[str, list[Any]] = {}
-        for i, r in enumerate(rows):
-            for name, value in r[6].items():
+        for i, row_values in enumerate(values):
+            for name, value in row_values.items():
                 if value is not None:
                     col = fields.get(name)
                     if col is None:
@@ -450,9 +464,9 @@ class _EventBuilder:
                     col[i] = value
         real: dict[str, list[Any]] = {}
         for name in self.schema:
-            values = base[name] if name in base else fields.get(name)
-            if values and any(v is not None for v in values):
-                real[name] = values
+            column = base[name] if name in base else fields.get(name)
+            if column and any(v is not None for v in column):
+                real[name] = column
         frame = pl.DataFrame(real, schema={name: self.schema[name] for name in real})
         nulls = [pl.lit(None, self.schema[name]).alias(name) for name in self.schema if name not in real]
         self.frames.append(frame.with_columns(nulls).select(list(self.schema)))
@@ -471,6 +485,9 @@ class _EventBuilder:
 
 
 _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
+# LineAttrs fields of the events table's own columns
+_LINE_FIELDS = ("message", "rank", "local_rank", "pg", "pg_rank", "host", "pid", "time", "repeat")
+_line_fields = attrgetter(*_LINE_FIELDS)
 
 
 class _Bound:
