@@ -27,6 +27,7 @@ from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
 from nccllog.match.library import Library, Pattern
+from nccllog.match.shapes import number_blind, shape
 from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
 # Words that make an unmatched line worth reporting as an unknown template. They are also
@@ -156,11 +157,9 @@ def match_lines(
     bound = _Bound(None if keep_unmatched else KEEP_FIRST)
     # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
     # init chatter, the watchdog's lines. What the patterns found in it is computed once.
-    found_memo: dict[
-        tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
-    ] = {}
-    # (a segment's keywords, whether its level is quiet) -> its patterns and their ids
-    candidate_memo: dict[tuple[tuple[str, ...], bool], tuple[list[Pattern], tuple[str, ...]]] = {}
+    found_memo = _Found()
+    # (a segment's keywords, whether its level is quiet) -> its patterns, their ids, number-blind
+    candidate_memo: dict[tuple[tuple[str, ...], bool], tuple[list[Pattern], tuple[str, ...], bool]] = {}
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -179,18 +178,8 @@ def match_lines(
             known = candidate_memo.get((seg_kws, quiet))
             if known is None:
                 known = candidate_memo[(seg_kws, quiet)] = _candidates(library, seg_kws, quiet)
-            candidates, ids = known
-            memo_key = (attrs.message, ids)
-            memo = found_memo.get(memo_key)
-            if memo is None:
-                offset, matches, late = _find(candidates, attrs.message, deadline)
-                out_of_time = out_of_time or late
-                memo = (offset, tuple((pat, *_typed_fields(pat, m)) for pat, m in matches))
-                if not late and len(attrs.message) <= MEMO_CHARS:
-                    if len(found_memo) >= MEMO_SIZE:
-                        found_memo.clear()
-                    found_memo[memo_key] = memo
-            offset, found = memo
+            offset, found, late = found_memo.get(known, attrs.message, deadline)
+            out_of_time = out_of_time or late
             if offset:
                 attrs = _with_message(attrs, attrs.message[offset:])
             for pat, values, lost in found:
@@ -328,16 +317,70 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
     return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
 
 
-def _candidates(library: Library, kws: tuple[str, ...], quiet: bool) -> tuple[list[Pattern], tuple[str, ...]]:
+def _candidates(
+    library: Library, kws: tuple[str, ...], quiet: bool
+) -> tuple[list[Pattern], tuple[str, ...], bool]:
     """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order,
-    and their ids; on a ``quiet`` line (its level a warning or information) no error-line pattern."""
+    their ids, and whether they are all blind to numbers (``shapes``); on a ``quiet`` line (its
+    level a warning or information) no error-line pattern."""
     idx: set[int] = set()
     for k in kws:
         idx.update(library.keyword_patterns.get(k, ()))
     pats = [library.patterns[i] for i in sorted(idx)]
     if quiet:
         pats = [p for p in pats if p.signal != "error_line"]
-    return pats, tuple(p.id for p in pats)
+    return pats, tuple(p.id for p in pats), bool(pats) and all(number_blind(p.regex) for p in pats)
+
+
+_Hits = tuple[tuple[Pattern, dict[str, Any], int], ...]  # (pattern, its typed fields, fields lost)
+
+
+class _Found:
+    """What the patterns found in each message (offset, hits), remembered per message and, where
+    the patterns are blind to numbers, per shape (``shapes``): a message of a known shape takes
+    that shape's match spans and reads its own fields from them, without a search."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, tuple[str, ...]], tuple[int, _Hits]] = {}
+        self.spans: dict[tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, _Spans], ...]]] = {}
+
+    def get(
+        self, candidates: tuple[list[Pattern], tuple[str, ...], bool], message: str, deadline: float
+    ) -> tuple[int, _Hits, bool]:
+        """(offset, hits, whether a search ran out of time) for ``message``."""
+        pats, ids, blind = candidates
+        known = self.found.get((message, ids))
+        if known is not None:
+            return (*known, False)
+        small = len(message) <= MEMO_CHARS
+        form = shape(message) if blind and small else None
+        spans = None if form is None else self.spans.get((form, ids))
+        late = False
+        if spans is not None:
+            offset, pat_spans = spans
+            text = message[offset:]
+            hits = tuple(
+                (pat, *_typed_fields(pat, [text[a:b] if a >= 0 else None for a, b in sp]))
+                for pat, sp in pat_spans
+            )
+        else:
+            offset, matches, late = _find(pats, message, deadline)
+            hits = tuple((pat, *_typed_fields(pat, [m.group(f) for f in pat.fields])) for pat, m in matches)
+            if form is not None and not late:
+                where = tuple((pat, tuple(m.span(f) for f in pat.fields)) for pat, m in matches)
+                _remember(self.spans, (form, ids), (offset, where))
+        if small and not late:
+            _remember(self.found, (message, ids), (offset, hits))
+        return offset, hits, late
+
+
+_Spans = tuple[tuple[int, int], ...]  # a match's span of each field of its pattern ((-1, -1): none)
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
 
 
 def _with_message(attrs: LineAttrs, message: str) -> LineAttrs:
@@ -348,11 +391,12 @@ def _with_message(attrs: LineAttrs, message: str) -> LineAttrs:
     return out
 
 
-def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
+def _typed_fields(pat: Pattern, raws: list[str | None]) -> tuple[dict[str, Any], int]:
+    """The pattern's fields from their matched texts (in ``pat.fields`` order), typed; and how many
+    integers did not fit in 64 bits."""
     values: dict[str, Any] = {}
     lost = 0
-    for name, typ in pat.fields.items():
-        raw = m.group(name)
+    for (name, typ), raw in zip(pat.fields.items(), raws, strict=True):
         if raw is None:
             values[name] = None
             continue
