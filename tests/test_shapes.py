@@ -104,4 +104,5 @@ def test_shapes_are_used_on_a_large_job(monkeypatch: pytest.MonkeyPatch) -> None
     monkeypatch.setattr(matcher, "_find", counted)
     memo = matcher._Found()
     assert [memo.get(candidates, line, time.monotonic() + 5) for line in lines] == expected
-    assert len(searched) == len({shape(line) for line in lines}) == 3  # ranks 0-8, rank 9 (-> 10), ranks 10-49
+    # three shapes: ranks 0-8, rank 9 (next to 10), ranks 10-49
+    assert len(searched) == len({shape(line) for line in lines}) == 3
