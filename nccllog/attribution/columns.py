@@ -28,13 +28,22 @@ def internal_values(attrs: LineAttrs, fattrs: FileAttrs) -> dict[str, Any]:
     return {name: values[0] for name, values in internal_columns([attrs], [fattrs]).items()}
 
 
-# LineAttrs and FileAttrs fields read into columns, each object read once (see internal_columns)
-_LINE_FIELDS = (
+# LineAttrs fields that become columns (the events table's own, then the internal ones' sources)
+# and FileAttrs fields; each object is read once for all of them (see columns_of)
+LINE_FIELDS = (
+    "message",
+    "rank",
+    "local_rank",
+    "pg",
+    "pg_rank",
+    "host",
+    "pid",
+    "time",
+    "repeat",
     "srun_task",
     "ip",
     "ray_actor",
     "nccl_dev",
-    "time",
     "rank_kind",
     "layers",
     "pg_desc",
@@ -42,7 +51,7 @@ _LINE_FIELDS = (
     "logger",
 )
 _FILE_FIELDS = ("rank", "local_rank", "host", "pid", "evidence", "year", "attempt", "single_process")
-_line_fields = attrgetter(*_LINE_FIELDS)
+_line_fields = attrgetter(*LINE_FIELDS)
 _file_fields = attrgetter(*_FILE_FIELDS)
 
 
@@ -58,11 +67,19 @@ def columns_of(getter: attrgetter[Any], names: tuple[str, ...], objs: list[Any])
     return dict(zip(names, map(list, zip(*map(getter, objs), strict=True)), strict=True))
 
 
-def internal_columns(attrs: list[LineAttrs], fattrs: list[FileAttrs]) -> dict[str, list[Any]]:
+def line_columns(attrs: list[LineAttrs]) -> dict[str, list[Any]]:
+    """The ``LINE_FIELDS`` of many lines, one list per field."""
+    return columns_of(_line_fields, LINE_FIELDS, attrs)
+
+
+def internal_columns(
+    attrs: list[LineAttrs], fattrs: list[FileAttrs], lines: dict[str, list[Any]] | None = None
+) -> dict[str, list[Any]]:
     """The internal columns of many lines at once, for the matcher (keys of ``INTERNAL_SCHEMA``);
-    ``attrs[i]`` and ``fattrs[i]`` describe row ``i``. Column by column: the matcher builds tens of
-    thousands of rows, and a dict per row costs more than the row."""
-    a = columns_of(_line_fields, _LINE_FIELDS, attrs)
+    ``attrs[i]`` and ``fattrs[i]`` describe row ``i`` (``lines``: their ``line_columns``, where
+    already read). Column by column: the matcher builds tens of thousands of rows, and a dict per
+    row costs more than the row."""
+    a = line_columns(attrs) if lines is None else lines
     f = columns_of(_file_fields, _FILE_FIELDS, fattrs)
     return {
         "_srun_task": a["srun_task"],

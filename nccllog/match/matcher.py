@@ -16,13 +16,12 @@ import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
 from dataclasses import dataclass
-from operator import attrgetter
 from typing import Any
 
 import polars as pl
 import regex
 
-from nccllog.attribution.columns import INTERNAL_SCHEMA, columns_of, internal_columns
+from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns, line_columns
 from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
@@ -475,7 +474,7 @@ class _EventBuilder:
         if not rows:
             return
         source, line, text, attrs, fattrs, pats, values, levels = map(list, zip(*rows, strict=True))
-        a = columns_of(_line_fields, _LINE_FIELDS, attrs)
+        a = line_columns(attrs)
         # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
         # rank resolution infers the real one from the rest of the logs.
         base: dict[str, list[Any]] = {
@@ -497,7 +496,7 @@ class _EventBuilder:
             "repeat": a["repeat"],
             "attribution": [],  # written by rank resolution
         }
-        base.update(internal_columns(attrs, fattrs))
+        base.update(internal_columns(attrs, fattrs, a))
         fields: dict[str, list[Any]] = {}
         for i, row_values in enumerate(values):
             for name, value in row_values.items():
@@ -529,9 +528,6 @@ class _EventBuilder:
 
 
 _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
-# LineAttrs fields of the events table's own columns
-_LINE_FIELDS = ("message", "rank", "local_rank", "pg", "pg_rank", "host", "pid", "time", "repeat")
-_line_fields = attrgetter(*_LINE_FIELDS)
 
 
 class _Bound:
