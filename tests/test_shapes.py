@@ -40,6 +40,8 @@ _NUMBER = regex.compile(r"[0-9]+")
         (r"(?P<a>\d)(?P=a)", False),
         (r"(?x)P 2", False),
         (r"(?i)P2P", False),
+        (r"(?i:K2)", False),
+        (r"(?s:x)\d", True),
         (r"(?#2)", False),
         (r"[]2]", False),
     ],

@@ -27,8 +27,9 @@ import regex
 _NUMBER = regex.compile(r"(?<![A-Za-z0-9_])[0-9]+(?![A-Za-z0-9_])")
 _QUANTIFIER = regex.compile(r"\{[0-9]*(?:,[0-9]*)?\}")
 # group openings whose text is no atom: `(?:`, lookarounds, atomic, branch reset, named groups
-# (names may hold digits), inline flags other than verbose
-_GROUP = regex.compile(r"\(\?(?:P?<[A-Za-z_][A-Za-z0-9_]*>|[:=!>|]|<[=!]|[a-wyzA-Z-]*[:)])")
+# (names may hold digits), inline flags other than verbose and case-insensitive (a scoped flag is
+# not in the pattern's flags; under it `K` also matches the Kelvin sign, which is no letter here)
+_GROUP = regex.compile(r"\(\?(?:P?<[A-Za-z_][A-Za-z0-9_]*>|[:=!>|]|<[=!]|[a-hj-wyzA-Z-]*[:)])")
 _WORD = frozenset("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz_")
 _DIGITS = frozenset("0123456789")
 _UNSURE_ESCAPES = frozenset("0123456789xuUNpPLgGXKkm")  # numeric payloads, properties, lists
