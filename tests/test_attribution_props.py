@@ -222,3 +222,11 @@ def test_nccl_header_memo_reads_as_every_layer(lines: list[str]) -> None:
         layers._known_nccl_header = original
     assert seen == plain
     assert again == plain
+
+
+def test_nccl_header_memo_keeps_no_long_text() -> None:
+    """A line whose `` NCCL INFO `` comes late is read as usual: the memo holds short keys only."""
+    for n in range(3):
+        line = "a" * (600 + n) + f":1:2 [0] NCCL INFO message {n}"
+        assert parse_line(line).message == parse_line(line).message
+    assert all(len(head) <= layers.NCCL_HEADER_CHARS for head in layers._NCCL_HEADERS)

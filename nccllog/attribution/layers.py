@@ -358,6 +358,7 @@ def _parse(text: str) -> LineAttrs:
 # the header is not read by the NCCL layer alone. Every line of one NCCL thread repeats its header.
 _NCCL_HEADERS: dict[str, tuple[tuple[str, Any], ...] | None] = {}
 NCCL_HEADERS_KEPT = 65536  # distinct headers remembered (the memo is cleared when full)
+NCCL_HEADER_CHARS = 512  # a longer "header" is read as usual, not remembered (memory stays bounded)
 _NCCL_LEVELS = ("INFO ", "WARN ", "TRACE ", "CALL ", "ABORT ", "VERSION ")
 
 
@@ -371,7 +372,7 @@ def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
     tokens before it is free of spaces and none can hold that word), so it is a function of the
     text up to there: it is computed once per distinct header text (NCCL prints one per thread).
     """
-    i = s.find(" NCCL ")
+    i = s.find(" NCCL ", 0, NCCL_HEADER_CHARS)
     if i < 0:
         return -1
     c = s[:1]
@@ -382,6 +383,8 @@ def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
             end = i + 6 + len(level)
             break
     else:
+        return -1
+    if end > NCCL_HEADER_CHARS:
         return -1
     if s.find("NCCL ", end) >= 0:  # perhaps a second header: `_strip_layers` reads it
         return -1
