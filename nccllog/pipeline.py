@@ -3,11 +3,13 @@
 from __future__ import annotations
 
 import dataclasses
+import functools
+import gc
 import glob
 import os
 from collections.abc import Callable, Iterable, Sequence
 from pathlib import Path
-from typing import IO
+from typing import IO, ParamSpec, TypeVar
 
 import polars as pl
 
@@ -42,8 +44,32 @@ Inputs = PathLike | bytes | Sequence[PathLike]
 PASTE_NAME = "<paste>"
 PATH_MAX = 4096  # Linux's limit on a path's length
 __all__ = ["PASTE_NAME", "InputError", "analyze", "analyze_text", "attribute", "is_log_text"]
+_P = ParamSpec("_P")
+_R = TypeVar("_R")
 
 
+def _no_cycle_collection(fn: Callable[_P, _R]) -> Callable[_P, _R]:
+    """Run ``fn`` with Python's cycle collector paused (reference counting still frees memory).
+
+    An analysis holds millions of small objects (rows, line attributes) while it allocates more,
+    and each pass of the collector walks all of them: about a sixth of the time of a large job.
+    What it frees is cycles, which an analysis makes few of; they go once the collector resumes.
+    """
+
+    @functools.wraps(fn)
+    def run(*args: _P.args, **kwargs: _P.kwargs) -> _R:
+        if not gc.isenabled():
+            return fn(*args, **kwargs)
+        gc.disable()
+        try:
+            return fn(*args, **kwargs)
+        finally:
+            gc.enable()
+
+    return run
+
+
+@_no_cycle_collection
 def analyze(
     inputs: Inputs,
     *,

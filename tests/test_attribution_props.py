@@ -9,7 +9,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 from test_ranks import events
 
-from nccllog.attribution import resolve
+from nccllog.attribution import layers, resolve
 from nccllog.attribution.layers import INT64_MAX, LineAttrs, clean_text, parse_line, strip_dedup
 
 SETTINGS = settings(max_examples=300, deadline=None, suppress_health_check=[HealthCheck.too_slow])
@@ -180,3 +180,53 @@ def test_resolve_never_negative_and_never_raises(rs: list[tuple[str, str, dict[s
     assert not [c for c in df.columns if c.startswith("_")]
     assert topo.world_size is None or topo.world_size >= 0
     assert all(r >= 0 for r in topo.pid_rank.values())
+
+
+# --- NCCL header memo: the same attributes as reading every layer ------------------------------------
+_HEAD_TOKENS = st.sampled_from(
+    ["gpu-3", "P7", "h", "é", ":", "12", "[0]", "[-1]", " ", "1.25", "misc/socket.cc:50", "(fn)", "NCCL "]
+)
+_LEVELS = st.sampled_from(["INFO", "WARN", "TRACE", "CALL", "ABORT", "VERSION", "INF", "INFO\t"])
+_TAILS = st.sampled_from(
+    [
+        "Init START",
+        "%| 3/9 [00:01<00:02]",
+        "it [",
+        "b:1:2 [1] NCCL INFO x",
+        "[Rank 3] ncclCommInitRank comm 0x1 ",
+        "\r",
+    ]
+)
+
+
+@st.composite
+def nccl_lines(draw: st.DrawFn) -> str:
+    host = "".join(draw(st.lists(_HEAD_TOKENS, max_size=3)))
+    pid, tid = draw(NUMS), draw(NUMS)
+    mid = "".join(draw(st.lists(_HEAD_TOKENS, max_size=3)))
+    tail = "".join(draw(st.lists(st.one_of(_TAILS, ANY_TEXT), max_size=3)))
+    return f"{host}:{pid}:{tid} {mid}NCCL {draw(_LEVELS)} {tail}"
+
+
+@SETTINGS
+@given(st.lists(nccl_lines(), min_size=1, max_size=6))
+def test_nccl_header_memo_reads_as_every_layer(lines: list[str]) -> None:
+    seen = [parse_line(t) for t in lines]  # the memo filled
+    again = [parse_line(t) for t in lines]  # and read back
+    layers._NCCL_HEADERS.clear()
+    original = layers._known_nccl_header
+    try:
+        layers._known_nccl_header = lambda s, d, names: -1  # type: ignore[assignment]
+        plain = [parse_line(t) for t in lines]
+    finally:
+        layers._known_nccl_header = original
+    assert seen == plain
+    assert again == plain
+
+
+def test_nccl_header_memo_keeps_no_long_text() -> None:
+    """A line whose `` NCCL INFO `` comes late is read as usual: the memo holds short keys only."""
+    for n in range(3):
+        line = "a" * (600 + n) + f":1:2 [0] NCCL INFO message {n}"
+        assert parse_line(line).message == parse_line(line).message
+    assert all(len(head) <= layers.NCCL_HEADER_CHARS for head in layers._NCCL_HEADERS)

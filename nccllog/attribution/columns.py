@@ -8,6 +8,7 @@ from ``text`` and ``source``.
 
 from __future__ import annotations
 
+from operator import attrgetter
 from typing import Any
 
 import polars as pl
@@ -27,29 +28,78 @@ def internal_values(attrs: LineAttrs, fattrs: FileAttrs) -> dict[str, Any]:
     return {name: values[0] for name, values in internal_columns([attrs], [fattrs]).items()}
 
 
-def internal_columns(attrs: list[LineAttrs], fattrs: list[FileAttrs]) -> dict[str, list[Any]]:
+# LineAttrs fields that become columns (the events table's own, then the internal ones' sources)
+# and FileAttrs fields; each object is read once for all of them (see columns_of)
+LINE_FIELDS = (
+    "message",
+    "rank",
+    "local_rank",
+    "pg",
+    "pg_rank",
+    "host",
+    "pid",
+    "time",
+    "repeat",
+    "srun_task",
+    "ip",
+    "ray_actor",
+    "nccl_dev",
+    "rank_kind",
+    "layers",
+    "pg_desc",
+    "src",
+    "logger",
+)
+_FILE_FIELDS = ("rank", "local_rank", "host", "pid", "evidence", "year", "attempt", "single_process")
+_line_fields = attrgetter(*LINE_FIELDS)
+_file_fields = attrgetter(*_FILE_FIELDS)
+
+
+def columns_of(getter: attrgetter[Any], names: tuple[str, ...], objs: list[Any]) -> dict[str, list[Any]]:
+    """``getter``'s fields of every object, as one list per field name.
+
+    Each object is read once, all its fields together, and the tuples are turned into columns by
+    ``zip``: the objects of a large batch lie all over memory, and a comprehension per field would
+    visit every one of them once per field.
+    """
+    if not objs:
+        return {name: [] for name in names}
+    return dict(zip(names, map(list, zip(*map(getter, objs), strict=True)), strict=True))
+
+
+def line_columns(attrs: list[LineAttrs]) -> dict[str, list[Any]]:
+    """The ``LINE_FIELDS`` of many lines, one list per field."""
+    return columns_of(_line_fields, LINE_FIELDS, attrs)
+
+
+def internal_columns(
+    attrs: list[LineAttrs], fattrs: list[FileAttrs], lines: dict[str, list[Any]] | None = None
+) -> dict[str, list[Any]]:
     """The internal columns of many lines at once, for the matcher (keys of ``INTERNAL_SCHEMA``);
-    ``attrs[i]`` and ``fattrs[i]`` describe row ``i``. One comprehension per column: the matcher
-    builds tens of thousands of rows, and a dict per row costs more than the row."""
+    ``attrs[i]`` and ``fattrs[i]`` describe row ``i`` (``lines``: their ``line_columns``, where
+    already read). Column by column: the matcher builds tens of thousands of rows, and a dict per
+    row costs more than the row."""
+    a = line_columns(attrs) if lines is None else lines
+    f = columns_of(_file_fields, _FILE_FIELDS, fattrs)
     return {
-        "_srun_task": [a.srun_task for a in attrs],
-        "_ip": [a.ip for a in attrs],
-        "_ray_actor": [a.ray_actor for a in attrs],
-        "_nccl_dev": [a.nccl_dev for a in attrs],
-        "_year_known": [None if a.time is None else a.time.year is not None for a in attrs],
-        "_file_rank": [f.rank for f in fattrs],
-        "_file_local_rank": [f.local_rank for f in fattrs],
-        "_file_host": [f.host for f in fattrs],
-        "_file_pid": [f.pid for f in fattrs],
-        "_file_evidence": [f.evidence or None for f in fattrs],
-        "_rank_kind": [a.rank_kind for a in attrs],
-        "_layers": [",".join(a.layers) or None for a in attrs],
-        "_pg_desc": [a.pg_desc for a in attrs],
-        "_src": [a.src for a in attrs],
-        "_logger": [a.logger for a in attrs],
-        "_file_year": [f.year for f in fattrs],
-        "_file_attempt": [f.attempt for f in fattrs],
-        "_file_single": [f.single_process for f in fattrs],
+        "_srun_task": a["srun_task"],
+        "_ip": a["ip"],
+        "_ray_actor": a["ray_actor"],
+        "_nccl_dev": a["nccl_dev"],
+        "_year_known": [None if t is None else t.year is not None for t in a["time"]],
+        "_file_rank": f["rank"],
+        "_file_local_rank": f["local_rank"],
+        "_file_host": f["host"],
+        "_file_pid": f["pid"],
+        "_file_evidence": [e or None for e in f["evidence"]],
+        "_rank_kind": a["rank_kind"],
+        "_layers": [",".join(x) or None for x in a["layers"]],
+        "_pg_desc": a["pg_desc"],
+        "_src": a["src"],
+        "_logger": a["logger"],
+        "_file_year": f["year"],
+        "_file_attempt": f["attempt"],
+        "_file_single": f["single_process"],
     }
 
 

@@ -314,9 +314,11 @@ def _parse(text: str) -> LineAttrs:
     s, repeat = strip_dedup(clean_text(text))
     d: dict[str, Any] = {}
     layers: list[str] = []
-    pos = _strip_layers(s, d, layers)
-    if not _TERMINAL_LAYERS.intersection(layers):
-        pos = _past_unknown_layer(s, pos, d, layers)
+    pos = _known_nccl_header(s, d, layers)
+    if pos < 0:
+        pos = _strip_layers(s, d, layers)
+        if not _TERMINAL_LAYERS.intersection(layers):
+            pos = _past_unknown_layer(s, pos, d, layers)
     message = s[pos:]
     d["message"] = message
     if repeat != 1:
@@ -350,6 +352,62 @@ def _parse(text: str) -> LineAttrs:
                 if m:
                     d["pg_rank"] = _int(m.group("r") or m.group("w"))
     return _new_attrs(d)
+
+
+# NCCL headers already read (``host:pid:tid [dev] NCCL INFO ``): what they set, or None where
+# the header is not read by the NCCL layer alone. Every line of one NCCL thread repeats its header.
+_NCCL_HEADERS: dict[str, tuple[tuple[str, Any], ...] | None] = {}
+NCCL_HEADERS_KEPT = 65536  # distinct headers remembered (the memo is cleared when full)
+NCCL_HEADER_CHARS = 512  # a longer "header" is read as usual, not remembered (memory stays bounded)
+_NCCL_LEVELS = ("INFO ", "WARN ", "TRACE ", "CALL ", "ABORT ", "VERSION ")
+
+
+def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
+    """Where the message starts after a line's NCCL header when that header is the line's only
+    layer (``d`` and ``layers`` filled as ``_strip_layers`` fills them), or -1: strip as usual.
+
+    ``_strip_layers`` reads such a line with ``_NCCL`` at 0 alone when nothing before it can apply
+    (the first character starts no declared layer, no date, no bracket, no progress bar) and no
+    second header follows. That match ends at the first `` NCCL <level> `` (each of the header's
+    tokens before it is free of spaces and none can hold that word), so it is a function of the
+    text up to there: it is computed once per distinct header text (NCCL prints one per thread).
+    """
+    i = s.find(" NCCL ", 0, NCCL_HEADER_CHARS)
+    if i < 0:
+        return -1
+    c = s[:1]
+    if not (c.isascii() and c.isalpha()) or c in EARLY or "%|" in s or "it [" in s:
+        return -1
+    for level in _NCCL_LEVELS:
+        if s.startswith(level, i + 6):
+            end = i + 6 + len(level)
+            break
+    else:
+        return -1
+    if end > NCCL_HEADER_CHARS:
+        return -1
+    if s.find("NCCL ", end) >= 0:  # perhaps a second header: `_strip_layers` reads it
+        return -1
+    head = s[:end]
+    known = _NCCL_HEADERS.get(head, ())
+    if known is None:
+        return -1
+    if known:  # never empty once read: the NCCL layer sets host, pid, tid, dev, level, src, func
+        d.update(known)
+        layers.append("nccl")
+        return end
+    st: dict[str, Any] = {}
+    read: list[str] = []
+    pos = _strip_layers(s, st, read)
+    ok = pos == end and read == ["nccl"]
+    if len(_NCCL_HEADERS) >= NCCL_HEADERS_KEPT:
+        _NCCL_HEADERS.clear()
+    _NCCL_HEADERS[head] = tuple(st.items()) if ok else None
+    if not ok:
+        return -1
+    d.update(st)
+    layers.extend(read)
+    return end
 
 
 def _past_unknown_layer(s: str, pos: int, d: dict[str, Any], layers: list[str]) -> int:

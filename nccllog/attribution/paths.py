@@ -86,8 +86,11 @@ _DATE = regex.compile(
 )
 
 
+_SEPARATORS = regex.compile(r"[/\\]+")
+
+
 def _parts(path: str) -> list[str]:
-    return [p for p in regex.split(r"[/\\]+", path) if p and p != "."]
+    return [p for p in _SEPARATORS.split(path) if p and p != "."]
 
 
 def _host_ok(h: str) -> bool:

@@ -6,6 +6,7 @@ pattern), so the columns are turned into Python lists once, here.
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass
 from typing import Any
 
@@ -30,12 +31,14 @@ _LAUNCHER_SRC = (
 _LAUNCHER_LOGGERS = ("torch.distributed.elastic", "torch.distributed.run", "torch.multiprocessing")
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def is_ip(h: str) -> bool:
     """Whether a host string is an IPv4 or IPv6 address rather than a name."""
     parts = h.split(".")
     return (len(parts) == 4 and all(p.isdigit() for p in parts)) or (":" in h)
 
 
+@functools.lru_cache(maxsize=1 << 16)
 def host_key(h: str | None) -> str | None:
     """Host comparison key: IPs as they are, names lower-cased and cut at the first dot (as NCCL does)."""
     if not h:
@@ -54,6 +57,19 @@ def nonneg(values: list[Any], minimum: int = 0, maximum: int | None = MAX_RANKS)
         v if isinstance(v, int) and v >= minimum and (maximum is None or v <= maximum) else None
         for v in values
     ]
+
+
+def nonneg_column(
+    df: pl.DataFrame, name: str, minimum: int = 0, maximum: int | None = MAX_RANKS
+) -> list[Any]:
+    """``nonneg`` of a column, computed by polars where the column holds integers."""
+    if name not in df.columns:
+        return [None] * df.height
+    col = pl.col(name)
+    if not df.schema[name].is_integer():
+        return nonneg(df.get_column(name).to_list(), minimum, maximum)
+    within = col >= minimum if maximum is None else col.is_between(minimum, maximum)
+    return df.select(pl.when(within).then(col)).to_series().to_list()
 
 
 @dataclass(frozen=True)
@@ -113,21 +129,21 @@ class Rows:
         def c(name: str) -> list[Any]:
             return column(ev, name)
 
-        rank = nonneg(c("rank"))
+        rank = nonneg_column(ev, "rank")
         rank_kind = c("_rank_kind")
         # A line that names its writer's rank in its text (`rank 2/16 …`, `… on rank 2...`) is
         # as weak as an application prefix: the application's word, not the launcher's.
-        for i, r in enumerate(nonneg(c("own_rank"))):
+        for i, r in enumerate(nonneg_column(ev, "own_rank")):
             if r is not None and rank[i] is None:
                 rank[i] = r
                 rank_kind[i] = "text"
-        local = nonneg(c("local_rank"))
-        for i, lr in enumerate(nonneg(c("own_local_rank"))):
+        local = nonneg_column(ev, "local_rank")
+        for i, lr in enumerate(nonneg_column(ev, "own_local_rank")):
             if lr is not None and local[i] is None:
                 local[i] = lr
         source: list[str] = [s or "" for s in c("source")]
-        file_local = nonneg(c("_file_local_rank"))
-        file_attempt = nonneg(c("_file_attempt"))
+        file_local = nonneg_column(ev, "_file_local_rank")
+        file_attempt = nonneg_column(ev, "_file_attempt")
         unit = [
             src.rsplit("/", 1)[0] + "/" if file_attempt[i] is not None and file_local[i] is not None else src
             for i, src in enumerate(source)
@@ -141,40 +157,40 @@ class Rows:
             rank_kind=rank_kind,
             local_rank=local,
             host=c("host"),
-            pid=nonneg(c("pid"), maximum=None),
+            pid=nonneg_column(ev, "pid", maximum=None),
             pg=c("pg"),
             pg_desc=c("_pg_desc"),
-            pg_rank=nonneg(c("pg_rank")),
+            pg_rank=nonneg_column(ev, "pg_rank"),
             ip=c("_ip"),
-            srun=nonneg(c("_srun_task")),
+            srun=nonneg_column(ev, "_srun_task"),
             layers=[tuple(x.split(",")) if x else () for x in c("_layers")],
             src=c("_src"),
             logger=c("_logger"),
             time=c("time"),
             year_known=c("_year_known"),
-            file_rank=nonneg(c("_file_rank")),
+            file_rank=nonneg_column(ev, "_file_rank"),
             file_local=file_local,
             file_host=c("_file_host"),
-            file_pid=nonneg(c("_file_pid"), maximum=None),
+            file_pid=nonneg_column(ev, "_file_pid", maximum=None),
             file_evidence=c("_file_evidence"),
             file_year=c("_file_year"),
             file_single=c("_file_single"),
             file_attempt=file_attempt,
-            comm_rank=nonneg(c("comm_rank")),
-            nranks=nonneg(c("nranks"), 1),
-            nnodes=nonneg(c("nnodes"), 1),
-            nproc_per_node=nonneg(c("nproc_per_node"), 1),
+            comm_rank=nonneg_column(ev, "comm_rank"),
+            nranks=nonneg_column(ev, "nranks", 1),
+            nnodes=nonneg_column(ev, "nnodes", 1),
+            nproc_per_node=nonneg_column(ev, "nproc_per_node", 1),
             field_ip=c("ip"),
             master_addr=c("master_addr"),
             node_rank=c("node_rank"),
-            target_rank=nonneg(c("target_rank")),
-            target_local=nonneg(c("target_local_rank")),
-            target_pid=nonneg(c("target_pid"), maximum=None),
+            target_rank=nonneg_column(ev, "target_rank"),
+            target_local=nonneg_column(ev, "target_local_rank"),
+            target_pid=nonneg_column(ev, "target_pid", maximum=None),
             target_host=c("target_host"),
-            world_size=nonneg(c("world_size"), 1),
+            world_size=nonneg_column(ev, "world_size", 1),
             rank_map=c("rank_map"),
-            nccl_dev=nonneg(c("_nccl_dev")),
-            cuda_dev=nonneg(c("cuda_dev")),
+            nccl_dev=nonneg_column(ev, "_nccl_dev"),
+            cuda_dev=nonneg_column(ev, "cuda_dev"),
             message=c("message"),
             unit=unit,
         )

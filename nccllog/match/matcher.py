@@ -15,17 +15,18 @@ from __future__ import annotations
 import time
 from collections import Counter, deque
 from collections.abc import Iterator, Mapping
-from dataclasses import dataclass, replace
+from dataclasses import dataclass
 from typing import Any
 
 import polars as pl
 import regex
 
-from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns
+from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns, line_columns
 from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
 from nccllog.match.library import Library, Pattern
+from nccllog.match.shapes import number_blind, shape
 from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
 # Words that make an unmatched line worth reporting as an unknown template. They are also
@@ -155,10 +156,9 @@ def match_lines(
     bound = _Bound(None if keep_unmatched else KEEP_FIRST)
     # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
     # init chatter, the watchdog's lines. What the patterns found in it is computed once.
-    found_memo: dict[
-        tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, dict[str, Any], int], ...]]
-    ] = {}
-    candidate_memo: dict[tuple[str, ...], list[Pattern]] = {}  # a segment's keywords -> its patterns
+    found_memo = _Found()
+    # (a segment's keywords, whether its level is quiet) -> its patterns, their ids, number-blind
+    candidate_memo: dict[tuple[tuple[str, ...], bool], tuple[list[Pattern], tuple[str, ...], bool]] = {}
     hit_lines = 0
     last_hit: tuple[str, int] | None = None
     for source, line_no, text, kws in hits.iter_rows():
@@ -170,27 +170,17 @@ def match_lines(
         deadline = time.monotonic() + (LINE_BUDGET_S if budget_s is None else budget_s)
         out_of_time = False
         for segment in _segments(text, distinct, sampled):
-            seg_kws = tuple(k for k in distinct if k in segment)
-            candidates = candidate_memo.get(seg_kws)
-            if candidates is None:
-                candidates = candidate_memo[seg_kws] = _candidate_patterns(library, list(seg_kws))
+            seg_kws = tuple([k for k in distinct if k in segment])
             attrs = parse_line(segment)
-            if attrs.level in QUIET_LEVELS:
-                # a line its own logger marks as a warning or information is no error statement
-                candidates = [p for p in candidates if p.signal != "error_line"]
-            memo_key = (attrs.message, tuple(p.id for p in candidates))
-            memo = found_memo.get(memo_key)
-            if memo is None:
-                offset, matches, late = _find(candidates, attrs.message, deadline)
-                out_of_time = out_of_time or late
-                memo = (offset, tuple((pat, *_typed_fields(pat, m)) for pat, m in matches))
-                if not late and len(attrs.message) <= MEMO_CHARS:
-                    if len(found_memo) >= MEMO_SIZE:
-                        found_memo.clear()
-                    found_memo[memo_key] = memo
-            offset, found = memo
+            # a line its own logger marks as a warning or information is no error statement
+            quiet = attrs.level in QUIET_LEVELS
+            known = candidate_memo.get((seg_kws, quiet))
+            if known is None:
+                known = candidate_memo[(seg_kws, quiet)] = _candidates(library, seg_kws, quiet)
+            offset, found, late = found_memo.get(known, attrs.message, deadline)
+            out_of_time = out_of_time or late
             if offset:
-                attrs = replace(attrs, message=attrs.message[offset:])
+                attrs = _with_message(attrs, attrs.message[offset:])
             for pat, values, lost in found:
                 overflow += lost
                 bound.add(rows, (source, line_no, segment, attrs, fa, pat, values, None))
@@ -326,19 +316,86 @@ def _segments(text: str, kws: list[str], sampled: frozenset[str]) -> list[str]:
     return [parts[i] if not i or not lead or parts[i].startswith(lead) else lead + parts[i] for i in keep]
 
 
-def _candidate_patterns(library: Library, kws: list[str]) -> list[Pattern]:
-    """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order."""
+def _candidates(
+    library: Library, kws: tuple[str, ...], quiet: bool
+) -> tuple[list[Pattern], tuple[str, ...], bool]:
+    """The patterns with a keyword in ``kws`` (the keywords of one segment), in library order,
+    their ids, and whether they are all blind to numbers (``shapes``); on a ``quiet`` line (its
+    level a warning or information) no error-line pattern."""
     idx: set[int] = set()
     for k in kws:
         idx.update(library.keyword_patterns.get(k, ()))
-    return [library.patterns[i] for i in sorted(idx)]
+    pats = [library.patterns[i] for i in sorted(idx)]
+    if quiet:
+        pats = [p for p in pats if p.signal != "error_line"]
+    return pats, tuple(p.id for p in pats), bool(pats) and all(number_blind(p.regex) for p in pats)
 
 
-def _typed_fields(pat: Pattern, m: regex.Match[str]) -> tuple[dict[str, Any], int]:
+_Hits = tuple[tuple[Pattern, dict[str, Any], int], ...]  # (pattern, its typed fields, fields lost)
+
+
+class _Found:
+    """What the patterns found in each message (offset, hits), remembered per message and, where
+    the patterns are blind to numbers, per shape (``shapes``): a message of a known shape takes
+    that shape's match spans and reads its own fields from them, without a search."""
+
+    def __init__(self) -> None:
+        self.found: dict[tuple[str, tuple[str, ...]], tuple[int, _Hits]] = {}
+        self.spans: dict[tuple[str, tuple[str, ...]], tuple[int, tuple[tuple[Pattern, _Spans], ...]]] = {}
+
+    def get(
+        self, candidates: tuple[list[Pattern], tuple[str, ...], bool], message: str, deadline: float
+    ) -> tuple[int, _Hits, bool]:
+        """(offset, hits, whether a search ran out of time) for ``message``."""
+        pats, ids, blind = candidates
+        known = self.found.get((message, ids))
+        if known is not None:
+            return (*known, False)
+        small = len(message) <= MEMO_CHARS
+        form = shape(message) if blind and small else None
+        spans = None if form is None else self.spans.get((form, ids))
+        late = False
+        if spans is not None:
+            offset, pat_spans = spans
+            text = message[offset:]
+            hits = tuple(
+                (pat, *_typed_fields(pat, [text[a:b] if a >= 0 else None for a, b in sp]))
+                for pat, sp in pat_spans
+            )
+        else:
+            offset, matches, late = _find(pats, message, deadline)
+            hits = tuple((pat, *_typed_fields(pat, [m.group(f) for f in pat.fields])) for pat, m in matches)
+            if form is not None and not late:
+                where = tuple((pat, tuple(m.span(f) for f in pat.fields)) for pat, m in matches)
+                _remember(self.spans, (form, ids), (offset, where))
+        if small and not late:
+            _remember(self.found, (message, ids), (offset, hits))
+        return offset, hits, late
+
+
+_Spans = tuple[tuple[int, int], ...]  # a match's span of each field of its pattern ((-1, -1): none)
+
+
+def _remember(memo: dict[Any, Any], key: Any, value: Any) -> None:
+    if len(memo) >= MEMO_SIZE:
+        memo.clear()
+    memo[key] = value
+
+
+def _with_message(attrs: LineAttrs, message: str) -> LineAttrs:
+    """``attrs`` with another message (``dataclasses.replace`` without its 23-argument init)."""
+    out = object.__new__(LineAttrs)
+    out.__dict__.update(attrs.__dict__)
+    out.__dict__["message"] = message
+    return out
+
+
+def _typed_fields(pat: Pattern, raws: list[str | None]) -> tuple[dict[str, Any], int]:
+    """The pattern's fields from their matched texts (in ``pat.fields`` order), typed; and how many
+    integers did not fit in 64 bits."""
     values: dict[str, Any] = {}
     lost = 0
-    for name, typ in pat.fields.items():
-        raw = m.group(name)
+    for (name, typ), raw in zip(pat.fields.items(), raws, strict=True):
         if raw is None:
             values[name] = None
             continue
@@ -416,33 +473,33 @@ class _EventBuilder:
         rows = self.rows
         if not rows:
             return
-        attrs = [r[3] for r in rows]
-        pats = [r[5] for r in rows]
+        source, line, text, attrs, fattrs, pats, values, levels = map(list, zip(*rows, strict=True))
+        a = line_columns(attrs)
         # Unknown years are stood in for by 2000 (a leap year, so 29 February survives) until
         # rank resolution infers the real one from the rest of the logs.
         base: dict[str, list[Any]] = {
-            "source": [r[0] for r in rows],
-            "line": [r[1] for r in rows],
-            "text": [_cut(r[2]) for r in rows],
-            "message": [_cut(a.message) for a in attrs],
+            "source": source,
+            "line": line,
+            "text": [t if len(t) <= MAX_TEXT else _cut(t) for t in text],
+            "message": [t if len(t) <= MAX_TEXT else _cut(t) for t in a["message"]],
             "pattern": [p.id if p else None for p in pats],
             "signal": [p.signal if p else None for p in pats],
             "category": [p.category if p else None for p in pats],
-            "severity": [p.severity if p else r[7] for p, r in zip(pats, rows, strict=True)],
-            "rank": [a.rank for a in attrs],
-            "local_rank": [a.local_rank for a in attrs],
-            "pg": [a.pg for a in attrs],
-            "pg_rank": [a.pg_rank for a in attrs],
-            "host": [a.host for a in attrs],
-            "pid": [a.pid for a in attrs],
-            "time": [None if a.time is None else a.time.complete(2000) for a in attrs],
-            "repeat": [a.repeat for a in attrs],
+            "severity": [p.severity if p else lv for p, lv in zip(pats, levels, strict=True)],
+            "rank": a["rank"],
+            "local_rank": a["local_rank"],
+            "pg": a["pg"],
+            "pg_rank": a["pg_rank"],
+            "host": a["host"],
+            "pid": a["pid"],
+            "time": [None if t is None else t.complete(2000) for t in a["time"]],
+            "repeat": a["repeat"],
             "attribution": [],  # written by rank resolution
         }
-        base.update(internal_columns(attrs, [r[4] for r in rows]))
+        base.update(internal_columns(attrs, fattrs, a))
         fields: dict[str, list[Any]] = {}
-        for i, r in enumerate(rows):
-            for name, value in r[6].items():
+        for i, row_values in enumerate(values):
+            for name, value in row_values.items():
                 if value is not None:
                     col = fields.get(name)
                     if col is None:
@@ -450,9 +507,9 @@ class _EventBuilder:
                     col[i] = value
         real: dict[str, list[Any]] = {}
         for name in self.schema:
-            values = base[name] if name in base else fields.get(name)
-            if values and any(v is not None for v in values):
-                real[name] = values
+            column = base[name] if name in base else fields.get(name)
+            if column and any(v is not None for v in column):
+                real[name] = column
         frame = pl.DataFrame(real, schema={name: self.schema[name] for name in real})
         nulls = [pl.lit(None, self.schema[name]).alias(name) for name in self.schema if name not in real]
         self.frames.append(frame.with_columns(nulls).select(list(self.schema)))
