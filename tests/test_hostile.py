@@ -719,3 +719,17 @@ def test_deterministic_whatever_scandir_returns(tmp_path: Path, monkeypatch: pyt
     monkeypatch.setattr(os, "scandir", Reversed)
     second = {fmt: render(analyze("."), fmt) for fmt in FORMATS}
     assert first == second
+
+
+def test_an_elapsed_time_beyond_the_calendar_does_not_crash(tmp_path: Path) -> None:
+    # "ran for N milliseconds" with N of thousands of years: the wait's start is before year 1.
+    line = (
+        "[rank11]:[E1023 14:02:17.412903117 ProcessGroupNCCL.cpp:1564] [Rank 11] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=88, OpType=BROADCAST, NumelIn=1, NumelOut=1, Timeout(ms)=1800000) "
+        "ran for {ms} milliseconds before timing out.\n"
+    )
+    for ms in (64100000000094, 10**30):
+        (tmp_path / "rank_11.log").write_text(line.format(ms=ms))
+        incident = analyze([tmp_path])
+        for fmt in FORMATS:
+            assert render(incident, fmt)

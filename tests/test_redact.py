@@ -20,14 +20,13 @@ import nccllog
 from bench.cases import fixture_cases
 from nccllog.model import Incident
 from nccllog.redact import ALIAS_RE, WITHHELD, Redactor, detect, redact, redact_text, redact_with_map
+from nccllog.redact.aliases import GENERIC_NAMES, SHARED_ACCOUNTS
 from nccllog.render import FORMATS, render
 
 FIXTURES = Path(__file__).resolve().parent.parent / "fixtures"
 SCENARIOS = [c.inputs.parent for c in fixture_cases()]  # sealed fixtures: bench/accuracy.py --sealed only
 IPV4 = re.compile(r"(?<![\w.])(?:\d{1,3}\.){3}\d{1,3}(?![\w]|\.\d)")
 HOME = re.compile(r"/home/(?:users/)?([A-Za-z_][\w.-]*)")  # /home/users/<name>: the name
-# Accounts every machine of an image has (docs/usage.md): they identify nobody, and stay.
-SHARED_ACCOUNTS = {"root", "ubuntu", "ec2-user", "centos", "admin", "nobody"}
 
 
 def _present(value: str, text: str) -> bool:
@@ -68,7 +67,8 @@ def _originals(incident: Incident) -> dict[str, set[str]]:
     if incident.events.height:
         hosts |= set(incident.events.get_column("host").drop_nulls().to_list())
     hosts |= set(incident.verdict.culprit_hosts)
-    hosts = {h for h in hosts if len(h) >= 2} - {"localhost"}  # one letter identifies nobody
+    # one letter identifies nobody, nor does a generic word (a node called `master`)
+    hosts = {h for h in hosts if len(h) >= 2 and h.lower() not in GENERIC_NAMES}
     ips = set()
     for m in IPV4.finditer(text):
         try:

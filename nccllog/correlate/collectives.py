@@ -11,7 +11,7 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime
+from datetime import datetime, timedelta
 from typing import Any
 
 import polars as pl
@@ -110,11 +110,13 @@ class Aligned:
     @property
     def wait_start(self) -> datetime | None:
         """When the first reporter started waiting (fire time minus elapsed)."""
-        from datetime import timedelta
-
-        starts = [
-            t.time - timedelta(milliseconds=t.elapsed_ms) for t in self.reports if t.time and t.elapsed_ms
-        ]
+        starts = []
+        for t in self.reports:
+            if t.time and t.elapsed_ms:
+                try:
+                    starts.append(t.time - timedelta(milliseconds=t.elapsed_ms))
+                except OverflowError:  # a time at the start of the calendar (a garbled year)
+                    continue
         return min(starts) if starts else None
 
     def row(self) -> CollectiveRow:

@@ -95,7 +95,10 @@ def stuck_since(incident: Incident) -> dict[int, str]:
             t = datetime.fromisoformat(f.time)
         except ValueError:
             continue
-        out[f.rank] = (t - timedelta(milliseconds=ms)).isoformat()
+        try:
+            out[f.rank] = (t - timedelta(milliseconds=ms)).isoformat()
+        except OverflowError:  # an elapsed time longer than the calendar allows (a garbled line)
+            continue
     return out
 
 

@@ -43,7 +43,13 @@ _GENERIC = frozenset(
         "secret", "redacted", "withheld", "local", "master", "server", "client", "str", "int",
     }
 )  # fmt: skip
-_NOT_USERS = _GENERIC | {"root", "admin", "git", "ubuntu", "nobody", "ec2-user", "centos", "shared", "public"}
+# Accounts every machine of an image has (Ubuntu clouds, EC2, Ray's containers): they identify nobody.
+SHARED_ACCOUNTS = frozenset(
+    {"root", "admin", "git", "ubuntu", "nobody", "ec2-user", "centos", "ray", "shared", "public"}
+)
+# Words that are host names of nobody in particular (a node called `master`, `localhost`).
+GENERIC_NAMES = _GENERIC
+_NOT_USERS = _GENERIC | SHARED_ACCOUNTS
 _ENV_VAR = regex.compile(r"\$?\{?[A-Z][A-Z0-9]*_[A-Z0-9_]*\}?|\$\{?\w+\}?", regex.ASCII)
 _HEX = regex.compile(r"0x[0-9a-fA-F]+", regex.ASCII)
 # How the matcher masks numbers in the templates of unmatched lines (nccllog.match.matcher).

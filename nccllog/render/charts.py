@@ -340,6 +340,13 @@ def stuck_gantt(incident: Incident) -> Chart | None:
     """Per rank, the wait in the stuck collective: from its start (fire time minus the elapsed time
     the watchdog line gives) to the watchdog firing; the part past the timeout is the watchdog's
     own delay. The ranks that never entered it are rows of their own, at their last line."""
+    try:
+        return _stuck_gantt(incident)
+    except OverflowError:  # a time at an end of the calendar (a garbled year) minus a wait: no chart
+        return None
+
+
+def _stuck_gantt(incident: Incident) -> Chart | None:
     c = stuck_collective(incident)
     if c is None:
         return None
