@@ -356,10 +356,18 @@ def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl
                 )
         if rank is not None:
             fixes[row["_i"]] = rank
+    return _with_subjects(ev, fixes, notes)
+
+
+def _with_subjects(ev: pl.DataFrame, fixes: dict[int, int], notes: dict[int, str]) -> pl.DataFrame:
+    """``ev`` with the subjects ``fixes`` gives (row ``_i`` -> rank) where it had none, and the notes
+    saying how each was found, next to those an earlier pass wrote."""
     if not fixes:
         return ev
     fix = pl.col("_i").replace_strict(fixes, default=None, return_dtype=pl.Int64)
     note = pl.col("_i").replace_strict(notes, default=None, return_dtype=pl.String)
+    if "subject_note" in ev.columns:
+        note = pl.coalesce("subject_note", note)
     return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
 
 
@@ -399,13 +407,7 @@ def _placed_by_exit(ev: pl.DataFrame) -> pl.DataFrame:
         if i < at:
             fixes[i] = rank
             notes[i] = f"the launcher saw only rank {rank} exit with an error status in this log"
-    if not fixes:
-        return ev
-    fix = pl.col("_i").replace_strict(fixes, default=None, return_dtype=pl.Int64)
-    note = pl.col("_i").replace_strict(notes, default=None, return_dtype=pl.String)
-    if "subject_note" in ev.columns:
-        note = pl.coalesce("subject_note", note)
-    return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
+    return _with_subjects(ev, fixes, notes)
 
 
 def _rank_of_local(local: dict[tuple[str | None, int], int], host: str | None, lr: int) -> int | None:
