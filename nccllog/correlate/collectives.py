@@ -11,13 +11,14 @@ from __future__ import annotations
 
 from collections import Counter
 from dataclasses import dataclass, field, replace
-from datetime import datetime, timedelta
+from datetime import datetime
 from typing import Any
 
 import polars as pl
 
 from nccllog.correlate.frame import DEFAULT_PG, row_dicts
 from nccllog.correlate.ranks_state import Timeout
+from nccllog.correlate.timeline import wait_began
 from nccllog.model import CollectiveRow
 
 
@@ -110,13 +111,9 @@ class Aligned:
     @property
     def wait_start(self) -> datetime | None:
         """When the first reporter started waiting (fire time minus elapsed)."""
-        starts = []
-        for t in self.reports:
-            if t.time and t.elapsed_ms:
-                try:
-                    starts.append(t.time - timedelta(milliseconds=t.elapsed_ms))
-                except OverflowError:  # a time at the start of the calendar (a garbled year)
-                    continue
+        starts = [
+            s for t in self.reports if t.time and t.elapsed_ms and (s := wait_began(t.time, t.elapsed_ms))
+        ]
         return min(starts) if starts else None
 
     def row(self) -> CollectiveRow:

@@ -8,8 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from datetime import datetime, timedelta
+from datetime import datetime
 
+from nccllog.correlate.timeline import wait_began
 from nccllog.model import Incident, RankInfo, RankStatus
 
 # Verdicts under which a rank with no collective progress and no error of its own was stuck in
@@ -95,10 +96,8 @@ def stuck_since(incident: Incident) -> dict[int, str]:
             t = datetime.fromisoformat(f.time)
         except ValueError:
             continue
-        try:
-            out[f.rank] = (t - timedelta(milliseconds=ms)).isoformat()
-        except OverflowError:  # an elapsed time longer than the calendar allows (a garbled line)
-            continue
+        if (began := wait_began(t, ms)) is not None:
+            out[f.rank] = began.isoformat()
     return out
 
 

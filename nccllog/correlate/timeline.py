@@ -16,10 +16,21 @@ from __future__ import annotations
 import bisect
 import statistics
 from collections import defaultdict
+from datetime import datetime, timedelta
 
 import polars as pl
 
 from nccllog.model import TimelineEntry
+
+
+def wait_began(fired: datetime, elapsed_ms: int) -> datetime | None:
+    """When a wait that a watchdog line reports began: its time minus the elapsed time it gives;
+    None when that falls outside the calendar (an elapsed time of thousands of years: a garbled line)."""
+    try:
+        return fired - timedelta(milliseconds=elapsed_ms)
+    except OverflowError:
+        return None
+
 
 MIN_OFFSET_S = 1.0
 TIMELINE_SIGNALS = (
