@@ -9,7 +9,6 @@ from __future__ import annotations
 import difflib
 import io
 import os
-import re
 import shutil
 import sys
 from collections.abc import Callable, Sequence
@@ -19,7 +18,7 @@ from typing import IO, Any, NoReturn, TextIO
 import click
 
 from nccllog.advice import explain_setting
-from nccllog.attribution.paste import unwrap_fixed_width
+from nccllog.attribution.paste import unquote_paste
 from nccllog.cli_inspect import (
     ByteSize,
     categories,
@@ -271,35 +270,6 @@ class _Unquoting(io.RawIOBase):
         n = min(len(b), len(self._out))
         b[:n], self._out = self._out[:n], self._out[n:]
         return n
-
-
-# What a tracker's markdown makes of `net_ib.cc:101` or `10.1.3.201` in a pasted log: a link whose
-# text is its own address, `[net_ib.cc:101](http://net_ib.cc:101/)`.
-_AUTOLINK = re.compile(rb"\[([^\]\s()]{1,200})\]\((?:https?://)?\1/?\)")
-
-
-def unquote_paste(data: bytes) -> bytes:
-    """Undo what chat, e-mail and trackers do to a pasted blob: when most lines start with ``>``,
-    drop one ``> `` from each (line numbers stay the same); turn autolinks back into their text.
-    Code-fence lines stay and simply match nothing."""
-    if b"](" in data:
-        data = _AUTOLINK.sub(rb"\1", data)
-    lines = data.split(b"\n")
-    filled = [ln for ln in lines if ln.strip()]
-    if filled and sum(ln.startswith(b">") for ln in filled) * 2 >= len(filled):
-        lines = [ln[2:] if ln.startswith(b"> ") else ln[1:] if ln.startswith(b">") else ln for ln in lines]
-    return b"\n".join(_unwrap(unwrap_fixed_width(lines)))
-
-
-def _unwrap(lines: list[bytes]) -> list[bytes]:
-    """Re-join lines a tracker or terminal wrapped inside a bracket: a line with an unclosed ``[``
-    followed by an indented line is one line (an empty line keeps the numbering)."""
-    out = list(lines)
-    for i in range(1, len(out)):
-        prev, cur = out[i - 1], out[i]
-        if cur[:1] in (b" ", b"\t") and prev.count(b"[") > prev.count(b"]") and len(prev) < 4096:
-            out[i - 1], out[i] = prev.rstrip() + b" " + cur.lstrip(), b""
-    return out
 
 
 # The decompression limits: every command that reads logs declares them (extract too).

@@ -65,6 +65,37 @@ from typing import Any
 
 import regex
 
+from nccllog.attribution.layer_regexes import (
+    ANCHOR,
+    ANCHOR_WINDOW,
+    APP_RANK,
+    BRACKET_DATE,
+    C10,
+    C10_CUT,
+    DEEPSPEED,
+    DMESG,
+    DMESG_T,
+    EXC_HEAD,
+    EXC_RANK,
+    GLOG,
+    HOSTNAME,
+    IPV4,
+    ISO_ANYWHERE,
+    ISO_TS,
+    LOG_DIST,
+    NCCL,
+    NCCL_GRANK,
+    NCCLTESTS,
+    PDSH_NEXT,
+    PG,
+    PY21,
+    PYPLAIN,
+    SYSLOG,
+    SYSLOG_TAIL,
+    TERMINAL_LAYERS,
+    TOOLS,
+    TQDM,
+)
 from nccllog.attribution.layer_table import DECLARED, EARLY, LATE, apply
 from nccllog.ingest import timestamps as ts
 from nccllog.ingest.numbers import INT64_MAX, int64
@@ -126,142 +157,22 @@ def clean_text(text: str) -> str:
     return text.rstrip("\r\n")
 
 
-# --- layer regexes (all anchored with .match at a position) -------------------------------
-_SYSLOG = regex.compile(
-    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r" (?P<host>[^\s:\[\]]+) (?P<ident>[^\s:\[\]]+)(?:\[(?P<pid>[0-9]+)\])?: ",
-    _A,
-)
-_ISO_TS = regex.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?:? ",
-    _A,
-)
-_ISO_ANYWHERE = regex.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?",
-    _A,
-)
-_SYSLOG_TAIL = regex.compile(
-    r"(?P<host>[^\s:\[\]]+) (?P<ident>kernel|[^\s:\[\]]+(?=\[))(?:\[(?P<pid>[0-9]+)\])?: ", _A
-)
-_DMESG = regex.compile(r"\[ *(?P<s>[0-9]{1,10}\.[0-9]{1,9})\] ", _A)
-_DMESG_T = regex.compile(
-    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9]?[0-9]) "
-    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})\] ",
-    _A,
-)
-_C10 = regex.compile(
-    r"\[(?P<lvl>[FEWIV])(?:(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{9}|[0-9]{6})"
-    r"(?: (?P<num>[0-9]+))?)? ?(?P<src>[^\s\]:]+:[0-9]+)\] ?",
-    _A,
-)
-_C10_CUT = regex.compile(r"\[(?P<lvl>[FEWIV])[0-9]{3,4} [0-9]{2}:[0-9]{2}:[0-9]{2}(?:\.[0-9]{1,9})?\s*$", _A)
-_GLOG = regex.compile(
-    r"(?P<lvl>[FEWIVDC])(?P<md>[0-9]{4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{6}|[0-9]{9})"
-    r"(?: +(?P<num>[0-9]+))? (?P<src>[^\s\]:]+:[0-9]+)\](?: \[[^\]]*\])? ?",
-    _A,
-)
-_PYPLAIN = regex.compile(
-    r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[A-Za-z_][A-Za-z0-9_.]*):", _A
-)
-_BRACKET_DATE = regex.compile(
-    r"\[(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?\] ?",
-    _A,
-)
-_DEEPSPEED = regex.compile(r"\[(?P<lvl>[A-Z]+)\] \[(?P<src>[^\s\]:]+:[0-9]+):(?P<func>[^\s\]]+)\] ?", _A)
-_PY21 = regex.compile(r"(?:\[[^\]\s]*\] )?(?P<logger>[A-Za-z_][A-Za-z0-9_.]*): \[(?P<lvl>[A-Z]+)\] ?", _A)
-_NCCL = regex.compile(
-    # the host is empty where a log collector cut it (`worker-9 >> :168:1228 [2] NCCL INFO …`)
-    r"(?P<host>[^\s:\[\]()]*):(?P<pid>[0-9]+):(?P<tid>[0-9]+) "
-    r"(?:\[(?P<dev>-?[0-9]+)\] )?"
-    r"(?:(?P<tms>[0-9]+\.[0-9]+) )?"
-    r"(?:(?P<src>[^\s:]+:[0-9]+)(?: \((?P<func>[^\s()]*)\))? )?"
-    r"NCCL (?P<lvl>INFO|WARN|TRACE|CALL|ABORT|VERSION)(?: |$)",
-    _A,
-)
-_PG = regex.compile(
-    r"\[(?:PG ID (?P<lid>[0-9]+) PG GUID (?P<guid>[^\s()\]]+)(?:\((?P<d1>[^()\]]*)\))?"
-    r"|PG (?P<name>[^\s()\]]+)(?: \((?P<d2>[^()\]]*)\))?) Rank (?P<r>[0-9]+)\]"
-    r"|\[Rank (?P<wr>[0-9]+)\]",
-    _A,
-)
-_EXC_HEAD = regex.compile(
-    r"  what\(\):  |(?:[A-Za-z_][A-Za-z0-9_]*\.)*[A-Za-z_][A-Za-z0-9_]*(?:Error|Exception): "
-    # Ray's C++ terminate handler: `[time E pid tid] logging.cc:108: Unhandled exception: T. what(): `
-    r"|(?:\[[^\]]{1,80}\] )?[A-Za-z0-9_.]+:[0-9]+: Unhandled exception: [A-Za-z0-9_:]+\. what\(\): ",
-    _A,
-)
-_EXC_RANK = regex.compile(
-    r"NCCL communicator was aborted on rank (?P<r>[0-9]+)\."
-    r"|\[Rank (?P<w>[0-9]+)\] (?:Watchdog caught|Caught collective|NCCL watchdog|Some NCCL operations)",
-    _A,
-)
-_TQDM = regex.compile(
-    r"[^\r\n\[\]]{0,120}?(?:[0-9]{1,3}%\|[^|]{0,200}\|[^\[\]|]{0,60}\[[^\[\]]{0,200}\]"
-    r"|[0-9.]+[kMGT]?it \[[^\[\]]{0,120}\])",
-    _A,
-)
-_NCCLTESTS = regex.compile(r" \.\. (?P<host>[^\s:]+) pid (?P<pid>[0-9]+): ", _A)
-_NCCL_GRANK = regex.compile(r"\[Rank (?P<r>[0-9]+)\] nccl[A-Za-z]+ comm ", _A)
-_LOG_DIST = regex.compile(r"\[Rank (?P<r>[0-9]+)\] ", _A)
-_APP_RANK = regex.compile(
-    r"Rank (?P<r>[0-9]+): |\[rank: (?P<l>[0-9]+)\] "
-    # ColBERT print_message(f"[{rank}]", …): `[Mar 14, 09:13:42] [2] \t\t …`
-    r"|\[[A-Z][a-z]{2} [0-9]{2}, [0-9]{2}:[0-9]{2}:[0-9]{2}\] \[(?P<c>[0-9]+)\] ",
-    _A,
-)
-
-# Where a known layer starts after a leading layer nccllog does not know (a CI or container
-# timestamp, a log viewer's line number, a collector's `host >> `, markdown quoting): the
-# anchor must follow whitespace or a separator, within the first ANCHOR_WINDOW characters.
-ANCHOR_WINDOW = 240
-_ANCHOR = regex.compile(
-    r"(?<=[\s>|\]])(?:"
-    r"\[rank[0-9]{1,7}\]:"  # [rank3]:
-    r"|\[[0-9]{1,10},[0-9]{1,7}\]<std"  # Open MPI --tag-output
-    r"|\[[A-Za-z_][A-Za-z0-9_.\-]{0,40}?[0-9]{1,7}\]:"  # torchrun tee [default3]:
-    r"|\[[FEWI](?:[0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}| [A-Za-z_][\w.]{0,60}:[0-9]{1,6}\])"  # c10
-    r"|[FEWI][0-9]{4} [0-9]{2}:[0-9]{2}:[0-9]{2}\.[0-9]{6}"  # glog / torch python 2.3+
-    r"|\[[0-9]{4}-[0-9]{2}-[0-9]{2}[ T][0-9]{2}:[0-9]{2}:[0-9]{2}"  # [2025-10-23 14:02:17 (logger / NCCL 2.26)
-    r"|\([A-Za-z_][A-Za-z0-9_]{0,80} pid=[0-9]{1,7}"  # Ray (Actor pid=…
-    r"|[^\s:\[\]()]{0,80}:[0-9]{1,10}:[0-9]{1,10} (?:\[-?[0-9]{1,4}\] )?(?:[0-9.]{1,20} )?(?:\S{1,80} )?"
-    r"(?:\(\S{1,80}\) )?NCCL (?:INFO|WARN|TRACE|CALL|ABORT)\b"  # NCCL header
-    r"|(?:INFO|WARNING|ERROR|CRITICAL):[A-Za-z_][\w.]{0,80}:"  # Python logging (torch <= 2.0)
-    r"|Traceback \(most recent call last\):"
-    r")",
-    _A,
-)
-_TERMINAL_LAYERS = frozenset({"c10", "glog", "pylog", "deepspeed", "nccl", "nccltests"})
-
-_IPV4 = regex.compile(r"(?:[0-9]{1,3}\.){3}[0-9]{1,3}", _A)
-_HOSTNAME = regex.compile(r"[a-z0-9](?:[a-z0-9-]{0,62})(?:\.[a-z0-9](?:[a-z0-9-]{0,62}))*", _A)
-_TOOLS = regex.compile(  # lower-case tokens with a digit/hyphen that are programs or counters, not hosts
-    r"(?:python|pip|perl|ruby|lua|php|java|nvcc|gcc|g\+\+|clang|cc|ld|bash|sh|zsh)[0-9.]*(?:-[0-9.]+)?"
-    r"|nvidia-smi|cuda-gdb|ld-linux[a-z0-9.-]*"
-    r"|(?:rank|step|epoch|iter|iteration|layer|batch|process|proc|thread|stage|device|task)[-_]?[0-9]+",
-    _A,
-)
-_PDSH_NEXT = regex.compile(r"\[(?:rank[0-9]|[A-Za-z_][A-Za-z0-9_.\-]*?[0-9]+\]:|[0-9]{4}-)", _A)
-
-
 def _pdsh_host(s: str, pos: int) -> tuple[str, int] | None:
     """The pdsh ``host: `` at ``pos`` (conservative), as (host, end), or None."""
     end = s.find(": ", pos, pos + 256)
     if end <= pos:
         return None
     tok = s[pos:end]
-    if _IPV4.fullmatch(tok):
+    if IPV4.fullmatch(tok):
         return tok, end + 2
-    if not _HOSTNAME.fullmatch(tok) or _TOOLS.fullmatch(tok):
+    if not HOSTNAME.fullmatch(tok) or TOOLS.fullmatch(tok):
         return None
     if not any("a" <= c <= "z" for c in tok):
         return None
     if any(c.isdigit() or c == "-" for c in tok):
         return tok, end + 2
     # a plain word: only when a rank / tee / date prefix follows
-    if _PDSH_NEXT.match(s, end + 2):
+    if PDSH_NEXT.match(s, end + 2):
         return tok, end + 2
     return None
 
@@ -317,7 +228,7 @@ def _parse(text: str) -> LineAttrs:
     pos = _known_nccl_header(s, d, layers)
     if pos < 0:
         pos = _strip_layers(s, d, layers)
-        if not _TERMINAL_LAYERS.intersection(layers):
+        if not TERMINAL_LAYERS.intersection(layers):
             pos = _past_unknown_layer(s, pos, d, layers)
     message = s[pos:]
     d["message"] = message
@@ -329,26 +240,26 @@ def _parse(text: str) -> LineAttrs:
     if c == "[" or c == "R":
         if message.startswith("[Rank "):
             if "deepspeed" in layers:
-                m = _LOG_DIST.match(message)
+                m = LOG_DIST.match(message)
                 if m:
                     _set_rank(d, _int(m.group("r")), "log_dist")
             elif "nccl" in layers:
-                m = _NCCL_GRANK.match(message)
+                m = NCCL_GRANK.match(message)
                 if m:
                     _set_rank(d, _int(m.group("r")), "nccl")
         if "deepspeed" not in layers and "nccl" not in layers:
-            _read_pg(_PG.match(message), d)
-        m = _APP_RANK.match(message)
+            _read_pg(PG.match(message), d)
+        m = APP_RANK.match(message)
         if m:
             _set_rank(d, _int(m.group("r") or m.group("l") or m.group("c")), "app")
     if "pg_rank" not in d and ("PG " in message or "[Rank " in message or "aborted on rank" in message):
         # the exception text of a watchdog abort starts with the PG prefix:
         # `  what():  [PG 0 (default_pg) Rank 9] …`, `DistBackendError: [Rank 2] …`
-        m = _EXC_HEAD.match(message)
+        m = EXC_HEAD.match(message)
         if m:
-            _read_pg(_PG.match(message, m.end()), d)
+            _read_pg(PG.match(message, m.end()), d)
             if "pg_rank" not in d:  # `RuntimeError: NCCL communicator was aborted on rank 3. …`
-                m = _EXC_RANK.search(message, m.end())
+                m = EXC_RANK.search(message, m.end())
                 if m:
                     d["pg_rank"] = _int(m.group("r") or m.group("w"))
     return _new_attrs(d)
@@ -366,7 +277,7 @@ def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
     """Where the message starts after a line's NCCL header when that header is the line's only
     layer (``d`` and ``layers`` filled as ``_strip_layers`` fills them), or -1: strip as usual.
 
-    ``_strip_layers`` reads such a line with ``_NCCL`` at 0 alone when nothing before it can apply
+    ``_strip_layers`` reads such a line with ``NCCL`` at 0 alone when nothing before it can apply
     (the first character starts no declared layer, no date, no bracket, no progress bar) and no
     second header follows. That match ends at the first `` NCCL <level> `` (each of the header's
     tokens before it is free of spaces and none can hold that word), so it is a function of the
@@ -416,12 +327,12 @@ def _past_unknown_layer(s: str, pos: int, d: dict[str, Any], layers: list[str]) 
     The skipped text still dates the line when it holds an ISO date-time (CI and container
     timestamps); the known layers after it are read as usual.
     """
-    m = _ANCHOR.search(s, pos + 1, min(len(s), pos + ANCHOR_WINDOW))
+    m = ANCHOR.search(s, pos + 1, min(len(s), pos + ANCHOR_WINDOW))
     if m is None:
         return pos
     start = m.start()
     if "time" not in d:
-        t = _ISO_ANYWHERE.search(s, pos, start)
+        t = ISO_ANYWHERE.search(s, pos, start)
         if t:
             d["time"] = ts.from_iso_match(t)
     layers.append("unknown")
@@ -456,7 +367,7 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
     while pos < n:
         if bar and stage <= 5:
             # the tail of a tqdm bar redraw, then another writer's line: drop the bar
-            m = _TQDM.match(s, pos)
+            m = TQDM.match(s, pos)
             if m and m.end() < n:
                 layers.append("progress")
                 pos = m.end()
@@ -471,7 +382,7 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
         if c == "[":
             c1 = s[pos + 1 : pos + 2]
             if c1 in "FEWIV" and c1:
-                m = _C10.match(s, pos)
+                m = C10.match(s, pos)
                 if m:
                     st["level"], st["src"] = m.group("lvl"), m.group("src")
                     if m.group("md"):
@@ -486,7 +397,7 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                             st["tid"] = _int(m.group("num"))
                     layers.append("c10")
                     return m.end()
-                m = _C10_CUT.match(s, pos)
+                m = C10_CUT.match(s, pos)
                 if m:  # a c10 prefix that a terminal or tracker wrapped: the level still holds
                     st["level"] = m.group("lvl")
                     layers.append("c10")
@@ -496,11 +407,11 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                 pos, stage = hit
                 continue
             if c1.isdigit() and c1:
-                m = _BRACKET_DATE.match(s, pos)
+                m = BRACKET_DATE.match(s, pos)
                 if m and "date" not in done:
                     st["time"] = ts.from_iso_match(m)
                     end = m.end()
-                    m2 = _DEEPSPEED.match(s, end)
+                    m2 = DEEPSPEED.match(s, end)
                     if m2:
                         st["level"], st["src"], st["func"] = (
                             m2.group("lvl"),
@@ -509,7 +420,7 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                         )
                         layers.append("deepspeed")
                         return m2.end()
-                    m2 = _PY21.match(s, end)
+                    m2 = PY21.match(s, end)
                     if m2:
                         st["level"], st["logger"] = m2.group("lvl"), m2.group("logger")
                         layers.append("pylog")
@@ -519,14 +430,14 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                     pos = end
                     continue
             if stage == 0 and (c1 == " " or c1.isdigit()) and c1:
-                m = _DMESG.match(s, pos)
+                m = DMESG.match(s, pos)
                 if m:
                     st["uptime"] = float(m.group("s"))
                     layers.append("dmesg")
                     pos, stage = m.end(), 1
                     continue
             if stage == 0 and c1 in "MTWFS" and c1:
-                m = _DMESG_T.match(s, pos)
+                m = DMESG_T.match(s, pos)
                 if m:
                     st["time"] = ts.from_syslog_match(m)
                     layers.append("dmesg")
@@ -536,17 +447,17 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
         if c == "(":
             break
         if c == " " and s.startswith(" .. ", pos):
-            m = _NCCLTESTS.match(s, pos)
+            m = NCCLTESTS.match(s, pos)
             if m:  # nccl-tests: ` .. host pid 4812: Test failure common.cu:364`
                 st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
                 layers.append("nccltests")
                 return m.end()
         if c.isdigit() and stage == 0:
-            m = _ISO_TS.match(s, pos)
+            m = ISO_TS.match(s, pos)
             if m:
                 st["time"] = ts.from_iso_match(m)
                 pos, stage = m.end(), 1
-                m2 = _SYSLOG_TAIL.match(s, pos)
+                m2 = SYSLOG_TAIL.match(s, pos)
                 if m2:
                     st["host"], st["pid"] = m2.group("host"), _int(m2.group("pid"))
                     layers.append("syslog")
@@ -556,10 +467,10 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                 continue
         if c.isalnum() or c == ":":
             if "NCCL " in s:
-                m = _NCCL.match(s, pos)
+                m = NCCL.match(s, pos)
                 # A header right after a header: the first writer's record was cut by a second
                 # writer's line (`a:1:2 [2] NCCL INFO b:3:3 [7] NCCL WARN …`); the text is the second's.
-                while m and (inner := _NCCL.match(s, m.end())):
+                while m and (inner := NCCL.match(s, m.end())):
                     m = inner
                 if m:
                     st["host"], st["pid"], st["tid"] = (
@@ -578,7 +489,7 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                     layers.append("nccl")
                     return m.end()
             if c in "FEWIVDC":
-                m = _GLOG.match(s, pos)
+                m = GLOG.match(s, pos)
                 if m:
                     st["level"], st["src"] = m.group("lvl"), m.group("src")
                     frac = m.group("f")
@@ -591,13 +502,13 @@ def _strip_layers(s: str, st: dict[str, Any], layers: list[str], start: int = 0)
                         st["tid"] = num
                     layers.append("pylog" if path.endswith(".py") else "glog")
                     return m.end()
-                m = _PYPLAIN.match(s, pos)
+                m = PYPLAIN.match(s, pos)
                 if m:
                     st["level"], st["logger"] = m.group("lvl"), m.group("logger")
                     layers.append("pylog")
                     return m.end()
             if stage <= 1 and c in "JFMASOND":
-                m = _SYSLOG.match(s, pos)
+                m = SYSLOG.match(s, pos)
                 if m:
                     st["time"] = ts.from_syslog_match(m)
                     st["host"], st["pid"] = m.group("host"), _int(m.group("pid"))
