@@ -371,8 +371,7 @@ def _with_subjects(ev: pl.DataFrame, fixes: dict[int, int], notes: dict[int, str
     return ev.with_columns(subject=pl.coalesce("subject", fix), subject_note=note)
 
 
-# Lines a worker prints when an exception escapes it (a CUDA error, an out-of-memory, an NCCL
-# error are Python exceptions too); its launcher then sees exit status 1.
+# Lines of an exception escaping a worker (CUDA, OOM, NCCL errors too): its launcher sees exit 1.
 EXCEPTION_SIGNALS = ("python_exception", "error_line", "cuda_error", "oom", "nccl_error")
 
 
