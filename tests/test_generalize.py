@@ -685,6 +685,29 @@ def test_a_worker_killed_by_sigkill_names_its_machine_not_its_rank() -> None:
     assert v.category == "oom" and v.culprit_ranks == (6,)
 
 
+def test_a_death_by_sigkill_told_by_another_process_names_no_rank() -> None:
+    # A DataLoader's parent reports its worker's SIGKILL: the host ran out of memory.
+    v = _verdict(
+        "[rank3]: Traceback (most recent call last):\n"
+        "[rank3]: RuntimeError: DataLoader worker (pid 40917) is killed by signal: Killed. \n"
+    )
+    assert v.category == "oom" and v.culprit_ranks == ()
+    # Ray's lost worker: any sudden death reads so; alone, the commonest is the OOM killer ...
+    death = (
+        "The actor is dead because its worker process has died. Worker exit type: SYSTEM_ERROR Worker exit "
+        "detail: Worker unexpectedly exits with a connection error code 2. End of file. There are some potential "
+        "root causes. (1) The process is killed by SIGKILL by OOM killer due to high memory usage.\n"
+    )
+    assert _verdict(death).category == "oom"
+    # ... but after a watchdog timeout it is the abort that followed, not a cause.
+    timeout = (
+        "[rank2]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 0 PG GUID 0(default_pg) Rank 2] "
+        "Watchdog caught collective operation timeout: WorkNCCL(SeqNum=41, OpType=ALLREDUCE, NumelIn=8, "
+        "NumelOut=8, Timeout(ms)=600000) ran for 600094 milliseconds before timing out.\n"
+    )
+    assert _verdict(timeout + death).category != "oom"
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

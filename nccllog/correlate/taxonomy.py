@@ -24,6 +24,8 @@ class Placement:
     words: tuple[str, ...]
     examples: tuple[str, ...]
     near_misses: tuple[str, ...]
+    killed: bool = False  # the words report a death by SIGKILL, told by another process
+    alone: bool = False  # ... a death of any cause: it counts only when nothing else failed
 
 
 @cache
@@ -53,9 +55,20 @@ def placements() -> tuple[Placement, ...]:
                 words=tuple(c["words"]),
                 examples=tuple(c.get("examples", ())),
                 near_misses=tuple(c.get("near_misses", ())),
+                killed=bool(c.get("killed", False)),
+                alone=bool(c.get("alone", False)),
             )
         )
     return tuple(out)
+
+
+def reports_sigkill(text: str, *, alone: bool = False) -> bool:
+    """Whether a line reports a process's death by SIGKILL in the words of a ``killed`` class (with
+    ``alone``: of a class that counts only when nothing else failed)."""
+    low = text.lower()
+    return any(
+        word.lower() in low for p in placements() if p.killed and (p.alone or not alone) for word in p.words
+    )
 
 
 def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

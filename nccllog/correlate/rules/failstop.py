@@ -17,6 +17,7 @@ from nccllog.correlate.rules.base import (
 )
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.wording import _cascade, _failure_clause, _failure_text
+from nccllog.correlate.taxonomy import reports_sigkill
 from nccllog.model import Evidence
 from nccllog.vocab import ENV_CAUSES, Category, Signal
 
@@ -37,6 +38,7 @@ def failstop(ctx: Context) -> list[Draft]:
     fails += [f for f in ctx.unattributed if f.weight >= S.weight_cause and f.signal not in FAILSTOP_EXCLUDE]
     known = [st.failure for st in ctx.states.values() if st.failure is not None] + list(ctx.unattributed)
     fails = [f for f in fails if not _wraps_a_specific_failure(f, known)]
+    fails = [f for f in fails if not _death_explained(ctx, f, fails)]
     if not fails:
         return []
     groups: dict[str, list[Failure]] = defaultdict(list)
@@ -125,10 +127,23 @@ KILLED_NOTE = (
 
 
 def _killed(f: Failure) -> bool:
-    """A launcher's report that the process died of SIGKILL, with nothing of the process's own."""
-    if f.signal not in (Signal.PROCESS_EXIT, Signal.ROOT_CAUSE):
+    """Another process's report that this one died of SIGKILL, with nothing of the process's own: a
+    launcher's exit code or signal, or the words of the taxonomy's ``killed`` classes."""
+    if f.signal in (Signal.PROCESS_EXIT, Signal.ROOT_CAUSE) and (
+        f.row.get("exitcode") in KILLED_EXITCODES or f.row.get("signal_name") == "SIGKILL"
+    ):
+        return True
+    return reports_sigkill(str(f.row.get("text") or ""))
+
+
+def _death_explained(ctx: Context, f: Failure, fails: list[Failure]) -> bool:
+    """A report of a sudden death that any other failure or a watchdog timeout in the logs explains
+    (the taxonomy's ``alone`` classes: Ray's lost worker is also what an abort looks like)."""
+    if not reports_sigkill(str(f.row.get("text") or ""), alone=True):
         return False
-    return f.row.get("exitcode") in KILLED_EXITCODES or f.row.get("signal_name") == "SIGKILL"
+    if any(st.timeouts or st.hang_time is not None for st in ctx.states.values()):
+        return True
+    return any(not reports_sigkill(str(g.row.get("text") or ""), alone=True) for g in fails)
 
 
 def _culprits(
