@@ -183,8 +183,8 @@ def _exit_code(incident: Incident, fail_on: str | None) -> int:
 
 
 def _check_inputs(incident: Incident, strict: bool) -> None:
-    """Warn about each named input that could not be read (``--strict``: exit 2 instead), and
-    refuse an input in which nothing was recognised (its verdict would be an all-clear on nothing)."""
+    """Warn about each named input that could not be read (``--strict``: exit 2 instead), refuse an
+    input without a single line, and warn when no line was recognised."""
     from nccllog.parts import REJECTED
     from nccllog.render.view import clean
 
@@ -199,8 +199,12 @@ def _check_inputs(incident: Incident, strict: bool) -> None:
             f"{len(bad)} input(s) could not be read (--strict): {clean(bad[0].source, 200)}: {bad[0].reason}"
         )
     why = nothing_recognised(incident)
-    if why is not None:
+    if why is not None and not incident.coverage.lines:
         _fail(clean(why, 600))
+    if why is not None:
+        # A paste of a producer nccllog does not know still gets its report (an `unknown` verdict
+        # that says so, and what to collect), not a refusal.
+        _err(f"nccllog: warning: {clean(why, 600)}")
 
 
 def _report(

@@ -142,6 +142,11 @@ def analyze(
         inputs=names,
     )
     incident = dataclasses.replace(incident, mixed_input=mixed)
+    why = nothing_recognised(incident)
+    if why is not None:  # said in the report, beside a verdict that then rests on no known line
+        incident = dataclasses.replace(
+            incident, coverage=dataclasses.replace(coverage, notes=(*incident.coverage.notes, why))
+        )
     return classify(advise(_with_unaligned_hosts(incident), lib))
 
 
@@ -313,8 +318,9 @@ def _with_unaligned_hosts(incident: Incident) -> Incident:
 
 def nothing_recognised(incident: Incident) -> str | None:
     """Why the analysis found nothing to stand on, or None: no line read is one that nccllog
-    recognises, other than progress bars (an empty paste, a non-log file, only tqdm output).
-    The verdict of such an input would be an all-clear on no evidence, so the CLI refuses it."""
+    recognises, other than progress bars (an empty paste, a non-log file, only tqdm output, a
+    producer nccllog does not know yet). Its verdict is then `unknown` unless the lines show the
+    run's end; the CLI refuses an input with no line at all and says this beside any other."""
     ev = incident.events
     if ev.height and ev.filter(pl.col("pattern").is_not_null() & (pl.col("signal") != "progress")).height:
         return None

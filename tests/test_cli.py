@@ -111,10 +111,17 @@ def test_fail_on(tmp_path: Path) -> None:
     assert run(["analyze", _oom_logs(), "--fail-on", "critical", "-q"]).exit_code in (0, 1)
     clean = tmp_path / "ok.log"
     clean.write_text("epoch 1 loss 0.5\nepoch 2 loss 0.4\n", encoding="utf-8")
-    # Nothing recognised is no all-clear: exit 2, one line saying what was read.
-    r = run(["analyze", str(clean), "--fail-on", "warning"])
-    assert r.exit_code == 2
-    assert r.stderr.startswith("nccllog: error: nothing recognised: read 1 file(s), 2 line(s)")
+    # Nothing recognised is no all-clear: the verdict is unknown, and a warning says what was read.
+    r = run(["analyze", str(clean), "-f", "json"])
+    assert r.exit_code == 0
+    assert r.stderr.startswith("nccllog: warning: nothing recognised: read 1 file(s), 2 line(s)")
+    data = json.loads(r.stdout)
+    assert data["verdict"]["category"] == "unknown"
+    assert any(n.startswith("nothing recognised") for n in data["coverage"]["notes"])
+    # An input without a single line is nothing to analyse: exit 2.
+    empty = tmp_path / "empty.log"
+    empty.write_text("", encoding="utf-8")
+    assert run(["analyze", str(empty)]).exit_code == 2
 
 
 def test_missing_input_is_one_line_exit_2(tmp_path: Path) -> None:
