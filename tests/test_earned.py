@@ -50,3 +50,14 @@ def test_a_rank_local_failure_of_unknown_rank_is_not_high() -> None:
     text = oom + "".join(_WATCHDOG.format(r=r) for r in (0, 1, 2, 3))
     v = nccllog.analyze(text).verdict
     assert v.category == "oom" and v.culprit_ranks == () and v.confidence != "high"
+
+
+def test_another_ranks_cut_traceback_may_be_the_same_failure() -> None:
+    # Rank 2's own error earns high against the others' timeouts ...
+    text = _CUDA.format(r=2) + "".join(_WATCHDOG.format(r=r) for r in (0, 1, 3))
+    assert nccllog.analyze(text).verdict.confidence == "high"
+    # ... but not when rank 3 also began a traceback whose error line the paste lost.
+    cut = "[rank3]: Traceback (most recent call last):\n[rank3]:   File \"train.py\", line 88, in <module>\n"
+    v = nccllog.analyze(text + cut).verdict
+    assert v.culprit_ranks == (2,) and v.confidence == "medium"
+    assert "rank 3 also began a traceback" in _held(v)[0]

@@ -27,6 +27,7 @@ class Rules:
     close_margin: float
     category_free: frozenset[str]
     rank_causes: frozenset[str]
+    unfinished_error_patterns: frozenset[str]
 
 
 @cache
@@ -37,6 +38,7 @@ def rules() -> Rules:
         close_margin=float(raw["close_margin"]),
         category_free=frozenset(raw["category_free"]),
         rank_causes=frozenset(raw["rank_causes"]),
+        unfinished_error_patterns=frozenset(raw["unfinished_error_patterns"]),
     )
 
 
@@ -45,6 +47,7 @@ class _Failures:
     """What the failure lines show (``hypotheses.failure_lines``)."""
 
     own: frozenset[int]  # ranks a failure line is about (its writer, or the worker a launcher names)
+    unfinished: frozenset[int]  # ranks whose error began (a traceback) but whose error line is not there
     stated: frozenset[str]  # categories some failure line points at by itself
     placed: frozenset[str]  # ... of which some line is tied to a rank
 
@@ -53,8 +56,11 @@ def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
     """Cap at ``medium`` every draft whose ``high`` is not earned, saying why."""
     bad = failure_lines(ctx.ev)
     cats = bad["_fcat"].drop_nulls()
+    own = frozenset(int(r) for r in bad["subject"].drop_nulls().to_list())
+    began = ctx.ev.filter(pl.col("pattern").is_in(list(rules().unfinished_error_patterns)))["rank"]
     seen = _Failures(
-        own=frozenset(int(r) for r in bad["subject"].drop_nulls().to_list()),
+        own=own,
+        unfinished=frozenset(int(r) for r in began.drop_nulls().to_list()) - own,
         stated=frozenset(str(c) for c in cats.to_list()),
         placed=frozenset(
             str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().to_list()
@@ -81,6 +87,11 @@ def _unearned(
             ctx.world_known and ctx.world_size == len(d.culprits)
         ):
             return "only the culprit's own log was given, so nothing shows the other ranks did not fail the same way"
+        if others := sorted(seen.unfinished - set(d.culprits)):
+            return (
+                f"{w.ranks_phrase(others)} also began a traceback whose error is cut from the logs: "
+                "it may have failed the same way"
+            )
     elif d.category in HOST_CAUSES and not d.hosts:
         return "the logs do not say which machine it is"
     elif d.category in rules().rank_causes and len(ctx.seen) != 1 and d.category not in seen.placed:
