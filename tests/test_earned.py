@@ -57,7 +57,15 @@ def test_another_ranks_cut_traceback_may_be_the_same_failure() -> None:
     text = _CUDA.format(r=2) + "".join(_WATCHDOG.format(r=r) for r in (0, 1, 3))
     assert nccllog.analyze(text).verdict.confidence == "high"
     # ... but not when rank 3 also began a traceback whose error line the paste lost.
-    cut = "[rank3]: Traceback (most recent call last):\n[rank3]:   File \"train.py\", line 88, in <module>\n"
+    cut = '[rank3]: Traceback (most recent call last):\n[rank3]:   File "train.py", line 88, in <module>\n'
     v = nccllog.analyze(text + cut).verdict
     assert v.culprit_ranks == (2,) and v.confidence == "medium"
     assert "rank 3 also began a traceback" in _held(v)[0]
+
+
+def test_every_rank_alike_needs_every_rank() -> None:
+    init = "gpu-a:{p}:{p} [{r}] NCCL INFO comm 0x55d0{r} rank {r} nranks 4 cudaDev {r} busId {r}1000 - Init COMPLETE\n"
+    alike = "".join(init.format(p=700 + r, r=r) + _CUDA.format(r=r) for r in (0, 1))
+    v = nccllog.analyze(alike).verdict
+    assert v.category == "cuda_error" and v.culprit_ranks == () and v.confidence == "medium"
+    assert "ranks 2,3 left no log" in _held(v)[0] or "ranks 2-3 left no log" in _held(v)[0]

@@ -68,6 +68,11 @@ def failstop(ctx: Context) -> list[Draft]:
         if everyone:
             d.summary = f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
             d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
+            if ctx.missing:
+                d.ceiling_why = (
+                    f"every rank whose log is here failed alike, but {w.ranks_phrase(ctx.missing)} left no log: "
+                    "whether the fault is common to all is not shown"
+                )
         elif witnessed:
             d.summary = f"{who} reported '{what}'{when}: the line tells where the fault was noticed, not which rank caused it"
         elif killed and not named:
