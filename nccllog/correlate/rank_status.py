@@ -8,9 +8,9 @@ from __future__ import annotations
 
 import dataclasses
 from collections import Counter
-from datetime import datetime
 
 from nccllog.correlate.timeline import wait_began
+from nccllog.ingest.timestamps import parse_iso
 from nccllog.model import Incident, RankInfo, RankStatus
 
 # Verdicts under which a rank with no collective progress and no error of its own was stuck in
@@ -92,11 +92,8 @@ def stuck_since(incident: Incident) -> dict[int, str]:
         ms = f.fields.get("elapsed_ms")
         if f.rank is None or f.rank in out or not f.time or not isinstance(ms, int):
             continue
-        try:
-            t = datetime.fromisoformat(f.time)
-        except ValueError:
-            continue
-        if (began := wait_began(t, ms)) is not None:
+        t = parse_iso(f.time)
+        if t is not None and (began := wait_began(t, ms)) is not None:
             out[f.rank] = began.isoformat()
     return out
 

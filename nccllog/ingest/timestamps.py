@@ -28,6 +28,10 @@ A form without a year gives ``PartialTime.year = None``; the year is inferred la
 lines of the same file, host or data set (never from today's date, see ``attribution/years.py``);
 when nothing gives it (a paste of c10 lines only), the time keeps ``PLACEHOLDER_YEAR`` so that
 month, day and time still order the lines, and the reports show it without a year.
+
+This module is where nccllog reads time strings: log text with :func:`parse_timestamp` (and the
+prefix layers with the ``from_*`` helpers), and the model's own times, ISO strings written by
+``datetime.isoformat``, with :func:`parse_iso`, which the later stages (rules, renderers) use.
 """
 
 from __future__ import annotations
@@ -232,3 +236,15 @@ def parse_uptime(text: str) -> float | None:
     """
     m = _UPTIME.match(text.strip())
     return float(m.group("s")) if m else None
+
+
+def parse_iso(iso: str | None) -> datetime | None:
+    """A time of the model (an ISO string from ``datetime.isoformat``, never log text) as a naive
+    datetime, its wall clock kept where it has an offset; None when empty or not ISO 8601."""
+    if not iso:
+        return None
+    try:
+        t = datetime.fromisoformat(iso)
+    except ValueError:
+        return None
+    return t.replace(tzinfo=None) if t.tzinfo is not None else t

@@ -162,6 +162,8 @@ def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True)
             field_owner.setdefault(name, pat.path)
     if problems:
         raise PatternLibraryError(problems)
+    # The library's order is its ids' order, never its files' paths (candidates are tried, and a
+    # line's events written, in this order), so moving or renaming a file changes no output.
     patterns.sort(key=lambda pat: pat.id)
     index: dict[str, list[int]] = {}
     for i, pat in enumerate(patterns):

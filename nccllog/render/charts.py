@@ -234,7 +234,7 @@ def _chart(
 def last_heard(incident: Incident) -> Chart | None:
     """Per rank, when its last line was written, and the silence from then to the failure."""
     culprits = set(incident.verdict.culprit_ranks)
-    heard = {r.rank: (t, r) for r in incident.ranks if (t := view.parse_time(r.last_time)) is not None}
+    heard = {r.rank: (t, r) for r in incident.ranks if (t := view.parse_iso(r.last_time)) is not None}
     if not heard:
         return None
     times = [t for t, _ in heard.values()]
@@ -366,7 +366,7 @@ def _stuck_gantt(incident: Incident) -> Chart | None:
     silent_t = {
         r: t
         for r in c.silent
-        if (t := view.parse_time(infos[r].last_time if r in infos else None)) is not None
+        if (t := view.parse_iso(infos[r].last_time if r in infos else None)) is not None
     }
     starts = [s for s, _, _ in spans.values()]
     ends = [e for _, e, _ in spans.values()]

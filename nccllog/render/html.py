@@ -167,7 +167,7 @@ def _nice_step(span: float, target: int = 8) -> float:
 def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[str, Any] | None:
     """Plain data for the SVG: lanes with their marks (deduplicated per pixel), axis ticks, the
     failure line. None when no entry has a time."""
-    timed = [(view.parse_time(e.time), e) for e in incident.timeline]
+    timed = [(view.parse_iso(e.time), e) for e in incident.timeline]
     points = [(t, e) for t, e in timed if t is not None]
     untimed = len(timed) - len(points)
     if not points:
@@ -185,7 +185,7 @@ def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[st
     t_max = max(t for t, _ in points)
     heard: dict[int, datetime] = {}
     for info in incident.ranks:
-        t = view.parse_time(info.last_time)
+        t = view.parse_iso(info.last_time)
         if t is not None:
             heard[info.rank] = t
             t_min, t_max = min(t_min, t), max(t_max, t)
@@ -217,7 +217,7 @@ def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[st
             lane.marks.items(), key=lambda kv: (view.SEVERITY_ORDER.get(kv[0][1], 0), kv[0][0])
         ):
             first = entries[0]
-            t = view.parse_time(first.time)
+            t = view.parse_iso(first.time)
             assert t is not None
             who = view.TimelineRow(tuple(entries)).who(4)
             title = f"{view.short_time(first.time)} {who}"
@@ -237,7 +237,7 @@ def timeline_svg(incident: Incident, anchors: set[str] | None = None) -> dict[st
         if lane.last_heard:
             lo, hi = min(lane.last_heard), max(lane.last_heard)
             band = {"x": x_of(lo), "x2": x_of(hi), "title": f"last heard {view.short_time(lo.isoformat())}"}
-        times = [view.parse_time(e.time) for es in lane.marks.values() for e in es]
+        times = [view.parse_iso(e.time) for es in lane.marks.values() for e in es]
         known = [t for t in times if t is not None] + lane.last_heard
         track = {"x": x_of(min(known)), "x2": x_of(max(known))} if known else None
         out_lanes.append(

@@ -19,6 +19,7 @@ from datetime import datetime
 import polars as pl
 
 from nccllog.correlate.wording import plural, rank_list
+from nccllog.ingest.timestamps import parse_iso as parse_iso  # re-exported: the model's times, read once
 from nccllog.model import CollectiveRow, Evidence, Finding, Incident, RankInfo, TimelineEntry
 from nccllog.text_safety import clean
 from nccllog.vocab import CATEGORY_TITLES as CATEGORY_TITLES  # re-exported for the renderers
@@ -37,19 +38,8 @@ def natural_key(text: str) -> tuple[object, ...]:
     return tuple(int(part) if part.isdigit() else part for part in re.split(r"(\d+)", text))
 
 
-def parse_time(iso: str | None) -> datetime | None:
-    """An ISO-8601 time from the model (never log text), or None."""
-    if not iso:
-        return None
-    try:
-        t = datetime.fromisoformat(iso)
-    except ValueError:
-        return None
-    return t.replace(tzinfo=None) if t.tzinfo is not None else t
-
-
 def short_time(iso: str | None, with_date: bool = False) -> str:
-    t = parse_time(iso)
+    t = parse_iso(iso)
     if t is None:
         return "-" if not iso else clean(iso, 32)
     ms = f"{t.microsecond // 1000:03d}"
@@ -57,7 +47,7 @@ def short_time(iso: str | None, with_date: bool = False) -> str:
 
 
 def spans_days(times: Iterable[str | None]) -> bool:
-    days = {t.date() for t in (parse_time(x) for x in times) if t is not None}
+    days = {t.date() for t in (parse_iso(x) for x in times) if t is not None}
     return len(days) > 1
 
 
@@ -338,18 +328,18 @@ def around_anchor(rows: list[TimelineRow], before: int, after: int) -> tuple[lis
 def failure_time(incident: Incident) -> datetime | None:
     i = failure_index(incident)
     if i is not None:
-        t = parse_time(incident.timeline[i].time)
+        t = parse_iso(incident.timeline[i].time)
         if t is not None:
             return t
     for e in incident.verdict.evidence:
-        t = parse_time(e.time)
+        t = parse_iso(e.time)
         if t is not None:
             return t
     return None
 
 
 def relative(iso: str | None, zero: datetime | None) -> str:
-    t = parse_time(iso)
+    t = parse_iso(iso)
     if t is None or zero is None:
         return ""
     return offset_label((t - zero).total_seconds())

@@ -11,6 +11,7 @@ from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _host, _hosts_seen, evidence, writer_hosts
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.vocabulary import vocabulary
+from nccllog.ingest.timestamps import parse_iso
 from nccllog.model import Evidence, Hypothesis
 from nccllog.vocab import HOST_CAUSES, Category, Confidence, Severity, Signal
 
@@ -111,7 +112,7 @@ def _hardware_first(ctx: Context, drafts: list[Draft]) -> None:
 
 
 def _earliest(d: Draft) -> datetime | None:
-    times = [datetime.fromisoformat(e.time) for e in d.evidence if e.time]
+    times = [t for e in d.evidence if (t := parse_iso(e.time)) is not None]
     return min(times) if times else None
 
 
