@@ -66,13 +66,7 @@ def failstop(ctx: Context) -> list[Draft]:
         who = _who(named, ranks, hosts)
         when = f" at {w.clock(lead.time)}" if lead.time else ""
         if everyone:
-            d.summary = f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
-            d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
-            if ctx.missing:
-                d.ceiling_why = (
-                    f"every rank whose log is here failed alike, but {w.ranks_phrase(ctx.missing)} left no log: "
-                    "whether the fault is common to all is not shown"
-                )
+            _every_rank_alike(ctx, d, lead, ranks, when)
         elif witnessed:
             d.summary = f"{who} reported '{what}'{when}: the line tells where the fault was noticed, not which rank caused it"
         elif killed and not named:
@@ -120,6 +114,19 @@ def failstop(ctx: Context) -> list[Draft]:
         d.remediation = _remediation(ctx.library, [f.row for f in fs[:3]])
         drafts.append(d)
     return drafts
+
+
+def _every_rank_alike(ctx: Context, d: Draft, lead: Failure, ranks: list[int], when: str) -> None:
+    """Word a failure every rank logged alike; while some ranks left no log, "all" is not shown."""
+    d.summary = (
+        f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
+    )
+    d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {_failure_text(lead)}.")
+    if ctx.missing:
+        d.ceiling_why = (
+            f"every rank whose log is here failed alike, but {w.ranks_phrase(ctx.missing)} left no log: "
+            "whether the fault is common to all is not shown"
+        )
 
 
 # Exit codes of a process killed by SIGKILL: -9 from torchrun and Python, 137 from a shell/container.
