@@ -45,6 +45,7 @@ class Signal(StrEnum):
     PROGRESS = "progress"
     STALL = "stall"
     FRAMEWORK = "framework"
+    SETUP_FRAME = "setup_frame"
     INFO = "info"
 
 

@@ -708,6 +708,23 @@ def test_a_death_by_sigkill_told_by_another_process_names_no_rank() -> None:
     assert _verdict(timeout + death).category != "oom"
 
 
+def test_an_exception_raised_while_a_process_group_is_set_up_is_a_setup_failure() -> None:
+    frames = (
+        "Traceback (most recent call last):\n"
+        '  File "/srv/train.py", line 41, in <module>\n'
+        "    setup()\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 3112, in new_group\n'
+        "    pg = _new_process_group_helper(\n"
+        '  File "/opt/conda/lib/python3.10/site-packages/torch/distributed/distributed_c10d.py", line 884, in _new_process_group_helper\n'
+        "    backend_class = ProcessGroupGloo(backend_prefix_store, group_rank, group_size, timeout=timeout)\n"
+    )
+    assert _verdict(frames + "RuntimeError: Connection timed out\n").category == "bootstrap_rendezvous"
+    assert _verdict(frames + "RuntimeError: NCCL\n").category == "init_failure"
+    # The same words raised in the training step are no set-up failure.
+    step = frames.replace("in new_group", "in all_reduce").replace("in _new_process_group_helper", "in _all_reduce")
+    assert _verdict(step + "RuntimeError: Connection timed out\n").category != "bootstrap_rendezvous"
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

@@ -161,7 +161,7 @@ def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None)
     if weights:
         own = pl.col("pattern").replace_strict(weights, default=None, return_dtype=pl.Float64)
         weight = pl.coalesce(own, weight)
-    return ev.with_columns(_fw=weight, _fcat=category)
+    return taxonomy.place_by_frame(ev.with_columns(_fw=weight, _fcat=category))
 
 
 @dataclass(frozen=True)

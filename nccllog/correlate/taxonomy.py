@@ -87,3 +87,37 @@ def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
         placed_cat = pl.when(fits).then(pl.lit(p.category)).otherwise(placed_cat)
         placed_w = pl.when(fits).then(pl.max_horizontal(weight, pl.lit(p.weight))).otherwise(placed_w)
     return placed_cat, placed_w
+
+
+def place_by_frame(ev: pl.DataFrame) -> pl.DataFrame:
+    """Re-place generic exceptions (``_fcat`` ``other``) raised below a process-group set-up frame as
+    set-up failures (``[setup_frames]`` of taxonomy.toml)."""
+    cfg = _doc()["setup_frames"]
+    if ev.is_empty() or not (ev["signal"] == "setup_frame").any():
+        return ev
+    ev = ev.with_row_index("_fi")
+    frames = ev.filter(pl.col("signal") == "setup_frame").select("source", pl.col("line").alias("_frame"))
+    raised = ev.filter((pl.col("signal") == "python_exception") & (pl.col("_fcat") == "other"))
+    below = (
+        raised.select("_fi", "source", "line")
+        .sort("line")
+        .join_asof(
+            frames.sort("_frame"),
+            left_on="line",
+            right_on="_frame",
+            by="source",
+            strategy="backward",
+            check_sortedness=False,  # sorted by line above; polars cannot check it per `by` group
+        )
+    )
+    hit = below.filter(pl.col("line") - pl.col("_frame") <= int(cfg["max_gap"]))["_fi"]
+    text = pl.col("text").fill_null("")
+    connect = text.str.contains_any(list(cfg["connect_words"]), ascii_case_insensitive=True)
+    setup = pl.when(connect).then(pl.lit(cfg["connect_category"])).otherwise(pl.lit(cfg["other_category"]))
+    below_setup = pl.col("_fi").is_in(hit.implode())
+    return ev.with_columns(
+        _fcat=pl.when(below_setup).then(setup).otherwise(pl.col("_fcat")),
+        _fw=pl.when(below_setup)
+        .then(pl.max_horizontal("_fw", pl.lit(float(cfg["weight"]))))
+        .otherwise("_fw"),
+    ).drop("_fi")
