@@ -721,8 +721,25 @@ def test_an_exception_raised_while_a_process_group_is_set_up_is_a_setup_failure(
     assert _verdict(frames + "RuntimeError: Connection timed out\n").category == "bootstrap_rendezvous"
     assert _verdict(frames + "RuntimeError: NCCL\n").category == "init_failure"
     # The same words raised in the training step are no set-up failure.
-    step = frames.replace("in new_group", "in all_reduce").replace("in _new_process_group_helper", "in _all_reduce")
+    step = frames.replace("in new_group", "in all_reduce").replace(
+        "in _new_process_group_helper", "in _all_reduce"
+    )
     assert _verdict(step + "RuntimeError: Connection timed out\n").category != "bootstrap_rendezvous"
+
+
+def test_mpiruns_report_names_the_rank_that_died_of_a_signal() -> None:
+    own = (
+        "[1,0]<stderr>:[cn-b02:7710] *** Process received signal ***\n"
+        "[1,0]<stderr>:[cn-b02:7710] Signal: Segmentation fault (11)\n"
+    )
+    notice = "mpirun noticed that process rank 1 with PID 0 on node cn-b02 exited on signal 11 (Segmentation fault).\n"
+    v = _verdict(own + notice)
+    # Both ranks of the job crashed alike: no one rank is the culprit.
+    assert v.category == "segfault_crash" and v.culprit_ranks == ()
+    killed = _verdict(
+        "mpirun noticed that process rank 3 with PID 5120 on node cn-b02 exited on signal 9 (Killed).\n"
+    )
+    assert killed.category == "oom" and killed.culprit_ranks == ()
 
 
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:

@@ -251,8 +251,10 @@ class RankState:
 
 def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
     """World size from the topology, else the largest NCCL communicator, else store/launcher lines."""
-    plausible = pl.col("rank") <= MAX_RANKS
-    top = ev.filter(plausible).select(pl.col("rank").max()).item()
+    named = pl.when(pl.col("signal").is_in(["process_exit", "root_cause"])).then(pl.col("target_rank"))
+    # beside ranks that wrote lines, a launcher's line about a rank shows that rank exists too
+    ranks = pl.when(pl.col("rank").max().is_not_null()).then(pl.max_horizontal("rank", named))
+    top = ev.select(ranks.filter(ranks <= MAX_RANKS).max()).item()
     if topology.world_size and (top is None or top < topology.world_size):
         why = topology.world_size_evidence
         return topology.world_size, (
@@ -283,11 +285,9 @@ def infer_world(ev: pl.DataFrame, topology: Topology) -> tuple[int | None, str]:
 
 
 def subject_ranks(ev: pl.DataFrame, topology: Topology, book: AddressBook) -> pl.DataFrame:
-    """Add ``subject``: the global rank a failure line is about.
-
-    The writer's rank for most lines; for launcher lines (torchrun failures, exits) the rank the
-    line names; for unattributed lines whatever pid, GPU or address ties them to one rank.
-    """
+    """Add ``subject``: the global rank a failure line is about. The writer's rank for most lines;
+    for launcher lines (torchrun failures, exits) the rank the line names; for unattributed lines
+    whatever pid, GPU or address ties them to one rank."""
     about_other = pl.col("signal").is_in(["root_cause", "process_exit"])
     ev = ev.with_columns(
         subject=pl.when(about_other)

@@ -122,9 +122,9 @@ def _every_rank_alike(ctx: Context, d: Draft, lead: Failure, ranks: list[int], w
         f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
     )
     d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {_failure_text(lead)}.")
-    if ctx.missing:
+    if absent := sorted(set(ctx.missing) - set(ranks)):
         d.ceiling_why = (
-            f"every rank whose log is here failed alike, but {w.ranks_phrase(ctx.missing)} left no log: "
+            f"every rank whose log is here failed alike, but {w.ranks_phrase(absent)} left no log: "
             "whether the fault is common to all is not shown"
         )
 
