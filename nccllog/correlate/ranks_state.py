@@ -517,7 +517,7 @@ def rank_states(
         if t.rank is not None:
             per[t.rank].setdefault("timeouts", []).append(t)
     out: dict[int, RankState] = {}
-    for rank in sorted(set(per) | set(expected)):
+    for rank in sorted(set(per) | set(expected) | set(fails)):  # a failure about a rank makes its state
         d = per.get(rank, {})
         rank_fails = sorted(fails.get(rank, []), key=failure_order)
         primary = [f for f in rank_fails if not f.after_hang and f.weight >= 0.3]

@@ -177,8 +177,18 @@ def _machines(ctx: Context, fs: list[Failure]) -> list[str]:
     """Where a fault of the machine lies, not of the process that reported it (a setup cause, a
     cause found while setting up, a kill by the host's OOM killer): the machines, named when they
     are not every machine seen."""
-    places = {h for f in fs if (h := f.host or (_host(ctx, f.rank) if f.rank is not None else None))}
+    places = {h for f in fs if (h := _place(ctx, f))}
     return sorted(places) if places < _hosts_seen(ctx) else []
+
+
+def _place(ctx: Context, f: Failure) -> str | None:
+    """The machine of the rank a failure is about. A line one process writes about another rank
+    (NCCL's bootstrap root on a rank that checked in twice) carries the writer's host, not its
+    subject's; a launcher's line about a worker carries the worker's."""
+    about_other = f.row.get("target_rank") is not None and f.row.get("rank") != f.rank
+    if about_other and f.signal not in (Signal.PROCESS_EXIT, Signal.ROOT_CAUSE):
+        return _host(ctx, f.rank) if f.rank is not None else None
+    return f.host or (_host(ctx, f.rank) if f.rank is not None else None)
 
 
 def _who(named: list[int], ranks: list[int], hosts: list[str]) -> str:
