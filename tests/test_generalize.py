@@ -742,6 +742,16 @@ def test_mpiruns_report_names_the_rank_that_died_of_a_signal() -> None:
     assert killed.category == "oom" and killed.culprit_ranks == ()
 
 
+def test_a_process_that_drives_several_gpus_is_not_one_rank() -> None:
+    # nccl-tests -g 3: one pid, three ranks on the host; its failure line names the host only.
+    table = "".join(
+        f"#  Rank {r} Group 0 Pid 4410 on lab-ws1 device {r} [0x{r + 1}8] NVIDIA GeForce RTX 4090\n"
+        for r in range(3)
+    )
+    v = _verdict("lab-ws1: Test NCCL failure common.cu:1005 'unhandled cuda error'\n" + table)
+    assert v.category == "cuda_error" and v.culprit_ranks == ()
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

@@ -104,6 +104,9 @@ def _host_ranks(ev: Evidence) -> dict[str, set[int]]:
     for (h, _p), (r, _t, _c) in ev.procs.process_rank.items():
         if h is not None:
             host_rank[h].add(r)
+    for (h, _p), ranks in ev.procs.claimed.items():
+        if h is not None:
+            host_rank[h].update(ranks)
     for k, devs in ev.world.multi_dev.items():
         if k[0] is not None:
             host_rank[k[0]].update(r for r, _t in devs.values())

@@ -10,7 +10,7 @@ from __future__ import annotations
 
 from bisect import bisect_left, bisect_right
 from collections import Counter, defaultdict
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
 import regex
 
@@ -78,6 +78,8 @@ class ProcessFacts:
     rank_host_facts: dict[int, Counter[str]]
     display: DisplayNames  # the hosts' display names, with the launchers' spellings added
     notes: tuple[str, ...]
+    # every rank some line claims for a process: one process may drive several GPUs (nccl-tests -g)
+    claimed: dict[ProcessKey, frozenset[int]] = field(default_factory=dict)
 
     def lookup(self, key: ProcessKey) -> RankFact | None:
         """A process's rank; a pid known on one host only also answers for its address or no host."""
@@ -167,6 +169,7 @@ def resolve_processes(rows: Rows, hosts: HostFacts, world: WorldFacts) -> Proces
         acc.rank_host_facts,
         acc.display,
         tuple(notes),
+        {k: frozenset(r for c in facts.by_kind.values() for r in c) for k, facts in proc.items()},
     )
 
 

@@ -26,7 +26,8 @@ recorded in the attribution text):
 7. a process-group rank of the default group (``[PG 0 (default_pg) Rank 3]``, pg GUID ``0``;
    counted with 1), the unnamed WorkNCCL ``[Rank r]`` only when the data set shows no group but
    the default one; finally the only rank seen on the line's host (not for kernel, Ray-system
-   or launcher lines, nor for a line whose own pid no evidence names).
+   or launcher lines, nor for a line whose own pid no evidence names; every rank any line
+   claims for a process counts, so a host whose one process drives several GPUs has several).
 
 Also: a process driving several GPUs (``ncclCommInitAll``, nccl-tests ``-g N``) maps ranks per
 ``[dev]``; NCCL Trees/Ring/Channel lines give a process's rank when no init line does (only when
