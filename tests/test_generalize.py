@@ -752,6 +752,15 @@ def test_a_process_that_drives_several_gpus_is_not_one_rank() -> None:
     assert v.category == "cuda_error" and v.culprit_ranks == ()
 
 
+def test_one_side_of_a_mismatch_report_is_not_its_culprit() -> None:
+    v = _verdict(
+        "[rank1]: RuntimeError: Detected mismatch between collectives on ranks. Rank 1 is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=12, OpType=ALLREDUCE, TensorShape=[8], TensorDtypes=Float), but "
+        "Rank 0 is running collective: CollectiveFingerPrint(SequenceNumber=0OpType=BROADCAST).\n"
+    )
+    assert v.category == "collective_mismatch" and v.culprit_ranks == ()
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

@@ -28,7 +28,8 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
         ranks = (
             sorted({r for r in sub["subject"].to_list() if r is not None}) if "subject" in sub.columns else []
         )
-        if ranks and not set(ranks) >= set(ctx.seen):
+        witnessed = set(sub["pattern"].to_list()) <= ctx.library.witness_patterns
+        if ranks and not set(ranks) >= set(ctx.seen) and not witnessed:
             d.culprits = tuple(ranks)
         d.score = S.leftover_base
         first = _first(sub.to_dicts(), 1)[0]
