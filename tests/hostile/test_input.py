@@ -285,11 +285,18 @@ def test_encoding_decided_per_part(tmp_path: Path, order: str) -> None:
     ],
     ids=["empty", "prose", "tqdm"],
 )
-def test_nothing_recognised_is_exit_2(body: bytes) -> None:
-    res = cli("paste", "-q", stdin=body)
-    assert res.exit_code == 2
-    assert res.stderr.startswith("nccllog: error: nothing recognised: read 1 file(s)")
-    assert res.stderr.count("\n") == 1 and res.stdout == ""
+def test_nothing_recognised_is_no_all_clear(body: bytes) -> None:
+    res = cli("paste", "-q", "-f", "json", stdin=body)
+    if not body:  # not a single line: nothing to analyse
+        assert res.exit_code == 2 and res.stdout == ""
+        assert res.stderr.startswith("nccllog: error: nothing recognised: read 1 file(s), 0 line(s)")
+        assert res.stderr.count("\n") == 1
+        return
+    # Some text that nccllog does not know: a report whose verdict is unknown, and a warning.
+    assert res.exit_code == 0
+    assert res.stderr.startswith("nccllog: warning: nothing recognised: read 1 file(s)")
+    assert res.stderr.count("\n") == 1
+    assert json.loads(res.stdout)["verdict"]["category"] == "unknown"
 
 
 def test_mistyped_input_next_to_a_good_one_warns(tmp_path: Path) -> None:
