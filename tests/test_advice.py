@@ -427,3 +427,21 @@ def test_pattern_framework_key_is_validated_and_read(tmp_path: Path) -> None:
     )
     with pytest.raises(PatternLibraryError, match="framework must be a lower-case name"):
         load_library([bad])
+
+
+@pytest.mark.parametrize(
+    ("text", "framework"),
+    [
+        ("(WorkerDict pid=4411) worker started", "verl"),
+        ("INFO main_ppo.TaskRunner: run", "verl"),
+        ("(CriticModelRayActor pid=12) step 3", "openrlhf"),
+        ('File "/opt/app/megatron/core/parallel.py", line 9', "megatron"),
+        ("  File /env/pytorch_lightning/trainer.py", "lightning"),
+        ('File "/venv/torch/distributed/fsdp/api.py", line 3', "fsdp"),
+        ("plain line about nothing", None),
+    ],
+)
+def test_framework_words_from_text(text: str, framework: str | None) -> None:
+    # the polars literal prefilter lets every line through that one of the text regexes matches
+    det = detect(_events([_row(1, message=text), _row(2, message="NCCL INFO init done")]))
+    assert list(det.frameworks) == ([framework] if framework else [])

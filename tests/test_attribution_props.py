@@ -193,6 +193,9 @@ _TAILS = st.sampled_from(
         "%| 3/9 [00:01<00:02]",
         "it [",
         "b:1:2 [1] NCCL INFO x",
+        "NCCL version 2.21.5+cuda12.4",
+        ":3:4 NCCL WARN y",
+        " NCCL INFO ",
         "[Rank 3] ncclCommInitRank comm 0x1 ",
         "\r",
     ]
@@ -222,6 +225,29 @@ def test_nccl_header_memo_reads_as_every_layer(lines: list[str]) -> None:
         layers._known_nccl_header = original
     assert seen == plain
     assert again == plain
+
+
+def test_nccl_header_memo_after_a_known_header() -> None:
+    """A header already read, then lines of it with `NCCL ` later: a second header right after it
+    is read as the full parser reads it (the second writer's), `NCCL version` as a message."""
+    head = "node7:4411:4412 [3] NCCL INFO "
+    lines = [
+        head + "Bootstrap : Using eth0",
+        head + "NCCL version 2.21.5+cuda12.4",
+        head + "node8:5511:5512 [1] NCCL WARN cut in",
+        head + "Connected all rings NCCL INFO",
+    ]
+    layers._NCCL_HEADERS.clear()
+    seen = [parse_line(t) for t in lines]
+    original = layers._known_nccl_header
+    try:
+        layers._known_nccl_header = lambda s, d, names: -1  # type: ignore[assignment]
+        plain = [parse_line(t) for t in lines]
+    finally:
+        layers._known_nccl_header = original
+    assert seen == plain
+    assert seen[1].message == "NCCL version 2.21.5+cuda12.4"
+    assert (seen[2].host, seen[2].message) == ("node8", "cut in")
 
 
 def test_nccl_header_memo_keeps_no_long_text() -> None:

@@ -29,6 +29,16 @@ _SHARDED_OPS = (
     "ALLGATHER_INTO_TENSOR_COALESCED",
     "REDUCE_SCATTER_TENSOR_COALESCED",
 )
+# Literal text that every match of the regexes above contains: the lines without any (nearly all
+# of a large job's) are not searched, one pass in polars instead of five regexes per line.
+_TEXT_WORDS = (
+    "WorkerDict pid=",
+    "main_ppo.TaskRunner",
+    "RayActor",
+    "'--deepspeed'",
+    *("verl", "openrlhf", "deepspeed", "accelerate", "megatron", "lightning", "trl", "vllm", "sglang"),
+    "fsdp",
+)
 _TORCH_RANGE = regex.compile(r"^torch (\d+\.(?:\d+|x))(?:-(\d+\.\d+))?(?:\s|$)")
 _ENGINES = {"vllm": "vllm", "sglang": "sglang", "sglang-diffusion": "sglang"}
 
@@ -96,10 +106,13 @@ def _frameworks(ev: pl.DataFrame, d: Detected, library: Library | None) -> None:
         for fw in ev["framework"].drop_nulls().unique().sort().to_list():
             key = _ENGINES.get(str(fw).lower(), str(fw).lower())
             d.add(key, f"a line printed by {fw}")
-    texts = ev.select("pattern", "text").unique(subset="text", maintain_order=True).iter_rows()
+    texts = (
+        ev.select("pattern", "text")
+        .unique(subset="text", maintain_order=True)
+        .filter(pl.col("text").str.contains_any(list(_TEXT_WORDS)))
+        .iter_rows()
+    )
     for pat, text in texts:
-        if not text:
-            continue
         if _VERL_TEXT.search(text):
             d.add("verl", "verl's Ray actors (WorkerDict / main_ppo.TaskRunner)")
         if _OPENRLHF_TEXT.search(text):

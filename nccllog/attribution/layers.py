@@ -279,9 +279,10 @@ def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
 
     ``_strip_layers`` reads such a line with ``NCCL`` at 0 alone when nothing before it can apply
     (the first character starts no declared layer, no date, no bracket, no progress bar) and no
-    second header follows. That match ends at the first `` NCCL <level> `` (each of the header's
-    tokens before it is free of spaces and none can hold that word), so it is a function of the
-    text up to there: it is computed once per distinct header text (NCCL prints one per thread).
+    second header follows right after it. That match ends at the first `` NCCL <level> `` (each
+    of the header's tokens before it is free of spaces and none can hold that word), so it is a
+    function of the text up to there: it is computed once per distinct header text (NCCL prints
+    one per thread).
     """
     i = s.find(" NCCL ", 0, NCCL_HEADER_CHARS)
     if i < 0:
@@ -297,7 +298,9 @@ def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
         return -1
     if end > NCCL_HEADER_CHARS:
         return -1
-    if s.find("NCCL ", end) >= 0:  # perhaps a second header: `_strip_layers` reads it
+    # A second header right after the first (`NCCL.match` at ``end``) is what `_strip_layers`
+    # reads past the first; `NCCL ` later in the message (`NCCL version 2.21.5`) changes nothing.
+    if s.find("NCCL ", end) >= 0 and NCCL.match(s, end):
         return -1
     head = s[:end]
     known = _NCCL_HEADERS.get(head, ())

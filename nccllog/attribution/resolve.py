@@ -140,10 +140,12 @@ def topology(
         pid_rank[(show(h), p)] = r
     host_ranks: dict[str, set[int]] = defaultdict(set)
     rank_hosts: dict[int, Counter[str]] = defaultdict(Counter)
-    for rr, hh in zip(assignment.rank, assignment.host, strict=True):
+    # pairs counted in C first (a row each), in the order they first appear: ties of
+    # most_common below go to the host seen first, as when counting row by row
+    for (rr, hh), count in Counter(zip(assignment.rank, assignment.host, strict=True)).items():
         if rr is not None and hh is not None:
             host_ranks[hh].add(rr)
-            rank_hosts[rr][hh] += 1
+            rank_hosts[rr][hh] += count
     rank_host: dict[int, str] = {}
     for r, c in sorted(rank_hosts.items()):
         if len(c) > 1:

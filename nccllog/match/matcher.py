@@ -508,7 +508,7 @@ class _EventBuilder:
         real: dict[str, list[Any]] = {}
         for name in self.schema:
             column = base[name] if name in base else fields.get(name)
-            if column and any(v is not None for v in column):
+            if column and column.count(None) < len(column):  # C, not a generator per value
                 real[name] = column
         frame = pl.DataFrame(real, schema={name: self.schema[name] for name in real})
         nulls = [pl.lit(None, self.schema[name]).alias(name) for name in self.schema if name not in real]

@@ -214,12 +214,25 @@ def _host_offsets(incident: Incident) -> dict[str, float | None]:
 
 def render_json(incident: Incident) -> str:
     """Serialise the incident deterministically (sorted where order is not meaning)."""
-    return json_safe(dumps_indented(to_dict(incident)) + "\n")
+    text = dumps_indented(to_dict(incident)) + "\n"
+    # json_safe escapes only characters from DEL up: ASCII text without DEL has none (and a
+    # str knows it is ASCII without a scan), so the 80 MB report of 16,384 ranks is not searched.
+    return text if text.isascii() and "\x7f" not in text else json_safe(text)
 
 
 # The C string encoder of the json module (ensure_ascii=False); the pure-Python one where absent.
 _encode_str: Callable[[str], str] = json.encoder.c_encode_basestring or json.encoder.py_encode_basestring  # type: ignore[attr-defined]
 _LITERALS = {None: "null", True: "true", False: "false"}
+# The json module's C encoder (None without its C accelerator). It writes no indentation, but a
+# container of scalars alone is written with one separator between items: ``,`` and the line
+# break and indent of its depth give exactly the indented text (json.dumps calls the same C string
+# encoder, and writes int, float, bool and None the same way). One encoder per depth.
+_c_make_encoder: Callable[..., Callable[[Any, int], list[str]]] | None = getattr(
+    json.encoder, "c_make_encoder", None
+)
+_SCALARS = frozenset({str, int, float, bool, type(None)})
+_STR = frozenset({str})
+_FLAT: dict[str, Callable[[Any, int], list[str]]] = {}
 
 
 def dumps_indented(obj: Any) -> str:
@@ -242,6 +255,11 @@ def _write(o: Any, out: list[str], nl: str) -> None:
             append("{}")
             return
         inner = nl + "  "
+        if _STR.issuperset(map(type, o)) and _SCALARS.issuperset(map(type, o.values())):
+            flat = _flat(o, inner)
+            if flat is not None:
+                append("{" + inner + flat + nl + "}")
+                return
         sep = "{" + inner
         for k, v in o.items():
             key = _encode_str(k if type(k) is str else _key(k))
@@ -262,6 +280,11 @@ def _write(o: Any, out: list[str], nl: str) -> None:
             append("[]")
             return
         inner = nl + "  "
+        if _SCALARS.issuperset(map(type, o)):
+            flat = _flat(o, inner)
+            if flat is not None:
+                append("[" + inner + flat + nl + "]")
+                return
         sep = "[" + inner
         for v in o:
             tv = type(v)
@@ -278,6 +301,18 @@ def _write(o: Any, out: list[str], nl: str) -> None:
         append(_encode_str(o))
     else:
         append(_other(o, nl))
+
+
+def _flat(o: Any, inner: str) -> str | None:
+    """The items of a non-empty dict, list or tuple of scalars with their separators, between its
+    brackets (``"a": 1,<inner>"b": null``); None without the C encoder."""
+    enc = _FLAT.get(inner)
+    if enc is None:
+        if _c_make_encoder is None:
+            return None
+        enc = _c_make_encoder(None, str, _encode_str, None, ": ", "," + inner, False, False, True)
+        _FLAT[inner] = enc
+    return "".join(enc(o, 0))[1:-1]
 
 
 def _other(o: Any, nl: str) -> str:
