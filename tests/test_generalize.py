@@ -761,6 +761,16 @@ def test_one_side_of_a_mismatch_report_is_not_its_culprit() -> None:
     assert v.category == "collective_mismatch" and v.culprit_ranks == ()
 
 
+def test_the_rank_on_every_side_of_mismatch_reports_is_the_odd_one() -> None:
+    report = (
+        "[rank{a}]: RuntimeError: Detected mismatch between collectives on ranks. Rank {a} is running collective: "
+        "CollectiveFingerPrint(SequenceNumber=301, OpType=ALLREDUCE, TensorShape=[{n}], TensorDtypes=Half), but "
+        "Rank {b} is running collective: CollectiveFingerPrint(SequenceNumber=301, OpType=ALLREDUCE, TensorShape=[4096]).\n"
+    )
+    v = _verdict(report.format(a=2, b=5, n=8192) + report.format(a=7, b=5, n=8192))
+    assert v.category == "collective_mismatch" and v.culprit_ranks == (5,)
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

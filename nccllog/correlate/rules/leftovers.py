@@ -31,6 +31,12 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
         witnessed = set(sub["pattern"].to_list()) <= ctx.library.witness_patterns
         if ranks and not set(ranks) >= set(ctx.seen) and not witnessed:
             d.culprits = tuple(ranks)
+        if witnessed and (common := _common_side(sub)) is not None:
+            d.culprits = (common,)
+            d.rules_in.append(
+                f"Every pair of ranks reported includes rank {common}: the others agree with each other, "
+                f"rank {common} differs from each of them."
+            )
         d.score = S.leftover_base
         first = _first(sub.to_dicts(), 1)[0]
         who = w.ranks_phrase(ranks, capital=True) if ranks else "A process"
@@ -43,3 +49,19 @@ def leftovers(ctx: Context, covered: set[str]) -> list[Draft]:
         d.remediation = _remediation(ctx.library, sub.head(3).to_dicts())
         drafts.append(d)
     return drafts
+
+
+def _common_side(sub: pl.DataFrame) -> int | None:
+    """The one rank that is a side of every reported pair (``own_rank`` vs ``other_rank`` of a
+    mismatch report), when there are at least two different pairs: the odd one out."""
+    if not {"own_rank", "other_rank"} <= set(sub.columns):
+        return None
+    pairs = {
+        frozenset((int(a), int(b)))
+        for a, b in sub.select("own_rank", "other_rank").iter_rows()
+        if a is not None and b is not None and a != b
+    }
+    if len(pairs) < 2:
+        return None
+    common = frozenset.intersection(*pairs)
+    return next(iter(common)) if len(common) == 1 else None
