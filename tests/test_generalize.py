@@ -771,6 +771,17 @@ def test_the_rank_on_every_side_of_mismatch_reports_is_the_odd_one() -> None:
     assert v.category == "collective_mismatch" and v.culprit_ranks == (5,)
 
 
+def test_an_error_trace_carries_the_warn_before_it() -> None:
+    v = _verdict(
+        "ib-a03:5120:5301 [2] ib_plugin.c:1615 NCCL WARN NET/IB : Got completion from peer 10.9.0.4<40211> with "
+        "status=12 opcode=129 len=4096 vendor err 129 (Recv) localGid ::ffff:10.9.0.3 remoteGids::ffff:10.9.0.4\n"
+        "ib-a03:5120:5301 [2] NCCL INFO transport/net.cc:1298 -> 6\n"
+        "ib-a03:5120:5301 [2] NCCL INFO proxy.cc:694 -> 6\n"
+        "ib-a03:5120:5301 [2] NCCL INFO proxy.cc:874 -> 6 [Progress Thread]\n"
+    )
+    assert v.category == "network_ib"
+
+
 def test_one_reporter_of_a_first_collective_is_not_every_rank_waiting() -> None:
     line = (
         "[rank{r}]:[E1102 04:11:52.118733291 ProcessGroupNCCL.cpp:688] [PG ID 6 PG GUID 238(PIPELINE_MODEL_PARALLEL_GROUP) "

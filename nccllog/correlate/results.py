@@ -16,6 +16,7 @@ import polars as pl
 from nccllog.correlate.rules.base import Context, Draft, evidence
 
 CHAIN_SCORE = 0.4  # a chain says that and roughly where NCCL failed, never why: low confidence
+EXPLAIN_WINDOW = 8  # events: the WARN a chain carries up is logged right before its first `->` line
 
 
 @dataclass(frozen=True)
@@ -60,7 +61,7 @@ def chain_starts(ev: pl.DataFrame) -> list[dict[str, Any]]:
 
 def result_chains(ctx: Context) -> list[Draft]:
     """A cause for chains that no WARN or error line explains, placed by code and source file."""
-    starts = chain_starts(ctx.ev)
+    starts = [r for r in chain_starts(ctx.ev) if not _explained(ctx.ev, r)]
     if not starts:
         return []
     by_cat: dict[str, list[dict[str, Any]]] = {}
@@ -87,3 +88,13 @@ def result_chains(ctx: Context) -> list[Draft]:
         )
         drafts.append(d)
     return drafts
+
+
+def _explained(ev: pl.DataFrame, start: dict[str, Any]) -> bool:
+    """Whether the process whose chain this is logged a WARN or error with a cause of its own just
+    before it (the line the chain carries up): then the chain is no evidence of another cause."""
+    same = (pl.col("source") == start["source"]) & pl.col("host").eq_missing(start.get("host"))
+    same &= pl.col("pid").eq_missing(start.get("pid"))
+    before = pl.col("_i").is_between(start["_i"] - EXPLAIN_WINDOW, start["_i"] - 1)
+    told = pl.col("severity").is_in(["error", "critical"]) & pl.col("category").is_not_null()
+    return ev.filter(same & before & told & (pl.col("signal") != "nccl_result")).height > 0
