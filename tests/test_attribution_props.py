@@ -216,15 +216,20 @@ def nccl_lines(draw: st.DrawFn) -> str:
 def test_nccl_header_memo_reads_as_every_layer(lines: list[str]) -> None:
     seen = [parse_line(t) for t in lines]  # the memo filled
     again = [parse_line(t) for t in lines]  # and read back
+    plain = _without_memo(lines)
+    assert seen == plain
+    assert again == plain
+
+
+def _without_memo(lines: list[str]) -> list[LineAttrs]:
+    """The lines as the full parser reads them, the NCCL header memo emptied and bypassed."""
     layers._NCCL_HEADERS.clear()
     original = layers._known_nccl_header
     try:
         layers._known_nccl_header = lambda s, d, names: -1  # type: ignore[assignment]
-        plain = [parse_line(t) for t in lines]
+        return [parse_line(t) for t in lines]
     finally:
         layers._known_nccl_header = original
-    assert seen == plain
-    assert again == plain
 
 
 def test_nccl_header_memo_after_a_known_header() -> None:
@@ -239,13 +244,7 @@ def test_nccl_header_memo_after_a_known_header() -> None:
     ]
     layers._NCCL_HEADERS.clear()
     seen = [parse_line(t) for t in lines]
-    original = layers._known_nccl_header
-    try:
-        layers._known_nccl_header = lambda s, d, names: -1  # type: ignore[assignment]
-        plain = [parse_line(t) for t in lines]
-    finally:
-        layers._known_nccl_header = original
-    assert seen == plain
+    assert seen == _without_memo(lines)
     assert seen[1].message == "NCCL version 2.21.5+cuda12.4"
     assert (seen[2].host, seen[2].message) == ("node8", "cut in")
 
