@@ -151,20 +151,20 @@ def uncaught(ctx: Context) -> str | None:
     """The first line that shows an error escaping a process (a traceback, an uncaught C++
     exception, a fatal signal handler), quoted; None when there is none."""
     markers = list(vocabulary().uncaught_markers)
-    hit = ctx.ev.filter(pl.col("message").fill_null("").str.contains_any(markers)).sort("_i")
-    if not hit.height:
-        return None
-    r = hit.row(0, named=True)
-    return w.excerpt(r.get("message")) + (f" (rank {r['rank']})" if r.get("rank") is not None else "")
+    return _first_quoted(ctx.ev.filter(pl.col("message").fill_null("").str.contains_any(markers)))
 
 
 def nccl_warning(ctx: Context) -> str | None:
     """The first NCCL WARN that no pattern of its own explains, quoted; None when there is none."""
     ids = list(vocabulary().unexplained_warn_patterns)
-    hit = ctx.ev.filter(pl.col("pattern").is_in(ids)).sort("_i")
-    if not hit.height:
+    return _first_quoted(ctx.ev.filter(pl.col("pattern").is_in(ids)))
+
+
+def _first_quoted(rows: pl.DataFrame) -> str | None:
+    """The first of these events rows in log order, quoted with its rank; None when there is none."""
+    if not rows.height:
         return None
-    r = hit.row(0, named=True)
+    r = rows.sort("_i").row(0, named=True)
     return w.excerpt(r.get("message")) + (f" (rank {r['rank']})" if r.get("rank") is not None else "")
 
 
@@ -185,11 +185,9 @@ def unplaced_error(ctx: Context) -> str:
         return (
             f"the launcher's first observed failure is rank {rc['rank']}{code}, and no rule placed its error"
         )
-    errors = ctx.ev.filter(pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])).sort("_i")
-    if errors.height:
-        r = errors.row(0, named=True)
-        who = f" (rank {r['rank']})" if r.get("rank") is not None else ""
-        return f"the first error, {w.excerpt(r.get('message'))}{who}, fits no known cause"
+    first = _first_quoted(ctx.ev.filter(pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])))
+    if first is not None:
+        return f"the first error, {first}, fits no known cause"
     return "the logs show errors that no rule could place"
 
 
