@@ -66,9 +66,13 @@ def reports_sigkill(text: str, *, alone: bool = False) -> bool:
     """Whether a line reports a process's death by SIGKILL in the words of a ``killed`` class (with
     ``alone``: of a class that counts only when nothing else failed)."""
     low = text.lower()
-    return any(
-        word.lower() in low for p in placements() if p.killed and (p.alone or not alone) for word in p.words
-    )
+    return any(word in low for word in _sigkill_words(alone))
+
+
+@cache
+def _sigkill_words(alone: bool) -> tuple[str, ...]:
+    """The lower-cased words of the ``killed`` classes (only the ``alone`` ones when asked)."""
+    return tuple(w.lower() for p in placements() if p.killed and (p.alone or not alone) for w in p.words)
 
 
 def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:

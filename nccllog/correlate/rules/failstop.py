@@ -38,7 +38,7 @@ def failstop(ctx: Context) -> list[Draft]:
     fails += [f for f in ctx.unattributed if f.weight >= S.weight_cause and f.signal not in FAILSTOP_EXCLUDE]
     known = [st.failure for st in ctx.states.values() if st.failure is not None] + list(ctx.unattributed)
     fails = [f for f in fails if not _wraps_a_specific_failure(f, known)]
-    fails = [f for f in fails if not _death_explained(ctx, f, fails)]
+    fails = _without_explained_deaths(ctx, fails)
     if not fails:
         return []
     groups: dict[str, list[Failure]] = defaultdict(list)
@@ -148,14 +148,17 @@ def _killed(f: Failure) -> bool:
     return reports_sigkill(str(f.row.get("text") or ""))
 
 
-def _death_explained(ctx: Context, f: Failure, fails: list[Failure]) -> bool:
-    """A report of a sudden death that any other failure or a watchdog timeout in the logs explains
-    (the taxonomy's ``alone`` classes: Ray's lost worker is also what an abort looks like)."""
-    if not reports_sigkill(str(f.row.get("text") or ""), alone=True):
-        return False
-    if any(st.timeouts or st.hang_time is not None for st in ctx.states.values()):
-        return True
-    return any(not reports_sigkill(str(g.row.get("text") or ""), alone=True) for g in fails)
+def _without_explained_deaths(ctx: Context, fails: list[Failure]) -> list[Failure]:
+    """``fails`` less the reports of a sudden death that another failure or a watchdog timeout in
+    the logs explains (the taxonomy's ``alone`` classes: Ray's lost worker is also what an abort
+    looks like)."""
+    deaths = [reports_sigkill(str(f.row.get("text") or ""), alone=True) for f in fails]
+    if not any(deaths):
+        return fails
+    hung = any(st.timeouts or st.hang_time is not None for st in ctx.states.values())
+    if hung or not all(deaths):
+        return [f for f, death in zip(fails, deaths, strict=True) if not death]
+    return fails
 
 
 def _culprits(
