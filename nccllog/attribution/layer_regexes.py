@@ -5,32 +5,20 @@ from __future__ import annotations
 
 import regex
 
+from nccllog.ingest.timestamps import CTIME_DATE_TIME, ISO_DATE_TIME, SYSLOG_DATE_TIME
+
 _A = regex.ASCII
 
 SYSLOG = regex.compile(
-    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r" (?P<host>[^\s:\[\]]+) (?P<ident>[^\s:\[\]]+)(?:\[(?P<pid>[0-9]+)\])?: ",
-    _A,
+    SYSLOG_DATE_TIME + r" (?P<host>[^\s:\[\]]+) (?P<ident>[^\s:\[\]]+)(?:\[(?P<pid>[0-9]+)\])?: ", _A
 )
-ISO_TS = regex.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?:? ",
-    _A,
-)
-ISO_ANYWHERE = regex.compile(
-    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?",
-    _A,
-)
+ISO_TS = regex.compile(ISO_DATE_TIME + r"(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?:? ", _A)
+ISO_ANYWHERE = regex.compile(ISO_DATE_TIME, _A)
 SYSLOG_TAIL = regex.compile(
     r"(?P<host>[^\s:\[\]]+) (?P<ident>kernel|[^\s:\[\]]+(?=\[))(?:\[(?P<pid>[0-9]+)\])?: ", _A
 )
 DMESG = regex.compile(r"\[ *(?P<s>[0-9]{1,10}\.[0-9]{1,9})\] ", _A)
-DMESG_T = regex.compile(
-    r"\[(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9]?[0-9]) "
-    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})\] ",
-    _A,
-)
+DMESG_T = regex.compile(r"\[" + CTIME_DATE_TIME + r"\] ", _A)
 C10 = regex.compile(
     r"\[(?P<lvl>[FEWIV])(?:(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{9}|[0-9]{6})"
     r"(?: (?P<num>[0-9]+))?)? ?(?P<src>[^\s\]:]+:[0-9]+)\] ?",
@@ -45,11 +33,7 @@ GLOG = regex.compile(
 PYPLAIN = regex.compile(
     r"(?P<lvl>DEBUG|INFO|WARNING|ERROR|CRITICAL):(?P<logger>[A-Za-z_][A-Za-z0-9_.]*):", _A
 )
-BRACKET_DATE = regex.compile(
-    r"\[(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[ T](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?:[.,](?P<f>[0-9]{1,9}))?\] ?",
-    _A,
-)
+BRACKET_DATE = regex.compile(r"\[" + ISO_DATE_TIME + r"\] ?", _A)
 DEEPSPEED = regex.compile(r"\[(?P<lvl>[A-Z]+)\] \[(?P<src>[^\s\]:]+:[0-9]+):(?P<func>[^\s\]]+)\] ?", _A)
 PY21 = regex.compile(r"(?:\[[^\]\s]*\] )?(?P<logger>[A-Za-z_][A-Za-z0-9_.]*): \[(?P<lvl>[A-Z]+)\] ?", _A)
 NCCL = regex.compile(

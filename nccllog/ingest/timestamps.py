@@ -124,6 +124,20 @@ def from_mmdd(mmdd: str, hh: str, mi: str, ss: str, frac: str = "") -> PartialTi
 
 
 _A = regex.ASCII
+# The date-time forms that both these parsers and the line prefix layers (attribution/layer_regexes.py)
+# read, as regex text with the group names ``from_iso_match`` / ``from_syslog_match`` expect.
+_MONTH_NAMES = "|".join(MONTHS)  # Jan|Feb|…|Dec
+ISO_DATE_TIME = (
+    r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})[T ](?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
+    r"(?:[.,](?P<f>[0-9]{1,9}))?"
+)
+SYSLOG_DATE_TIME = (
+    rf"(?P<mon>{_MONTH_NAMES}) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{{2}}):(?P<mi>[0-9]{{2}}):(?P<s>[0-9]{{2}})"
+)
+CTIME_DATE_TIME = (
+    rf"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>{_MONTH_NAMES}) (?P<d>[ 0-9]?[0-9]) "
+    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})"
+)
 _ISO = regex.compile(
     r"(?P<y>[0-9]{4})-(?P<mo>[0-9]{2})-(?P<d>[0-9]{2})(?P<sep>[T _])(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
     r"(?:[.,](?P<f>[0-9]{1,9}))?(?P<tz>Z|[+-][0-9]{2}:?[0-9]{2})?",
@@ -138,16 +152,8 @@ _MMDD = regex.compile(
     r"(?:[FEWIVDC])?(?P<md>[0-9]{3,4}) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})\.(?P<f>[0-9]{6}|[0-9]{9})(?![0-9])",
     _A,
 )
-_SYSLOG = regex.compile(
-    r"(?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9][0-9]) (?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2})"
-    r"(?: (?P<y>[0-9]{4}))?",
-    _A,
-)
-_CTIME = regex.compile(
-    r"(?:Mon|Tue|Wed|Thu|Fri|Sat|Sun) (?P<mon>Jan|Feb|Mar|Apr|May|Jun|Jul|Aug|Sep|Oct|Nov|Dec) (?P<d>[ 0-9]?[0-9]) "
-    r"(?P<h>[0-9]{2}):(?P<mi>[0-9]{2}):(?P<s>[0-9]{2}) (?P<y>[0-9]{4})",
-    _A,
-)
+_SYSLOG = regex.compile(SYSLOG_DATE_TIME + r"(?: (?P<y>[0-9]{4}))?", _A)
+_CTIME = regex.compile(CTIME_DATE_TIME, _A)
 _UPTIME = regex.compile(r"\[\s*(?P<s>[0-9]{1,10}\.[0-9]{1,9})\]", _A)
 
 
