@@ -61,7 +61,9 @@ def chain_starts(ev: pl.DataFrame) -> list[dict[str, Any]]:
 
 def result_chains(ctx: Context) -> list[Draft]:
     """A cause for chains that no WARN or error line explains, placed by code and source file."""
-    starts = [r for r in chain_starts(ctx.ev) if not _explained(ctx.ev, r)]
+    starts = chain_starts(ctx.ev)
+    explained = _explained(ctx.ev, starts)
+    starts = [r for r in starts if r["_i"] not in explained]
     if not starts:
         return []
     by_cat: dict[str, list[dict[str, Any]]] = {}
@@ -90,11 +92,23 @@ def result_chains(ctx: Context) -> list[Draft]:
     return drafts
 
 
-def _explained(ev: pl.DataFrame, start: dict[str, Any]) -> bool:
-    """Whether the process whose chain this is logged a WARN or error with a cause of its own just
-    before it (the line the chain carries up): then the chain is no evidence of another cause."""
-    same = (pl.col("source") == start["source"]) & pl.col("host").eq_missing(start.get("host"))
-    same &= pl.col("pid").eq_missing(start.get("pid"))
-    before = pl.col("_i").is_between(start["_i"] - EXPLAIN_WINDOW, start["_i"] - 1)
-    told = pl.col("severity").is_in(["error", "critical"]) & pl.col("category").is_not_null()
-    return ev.filter(same & before & told & (pl.col("signal") != "nccl_result")).height > 0
+def _explained(ev: pl.DataFrame, starts: list[dict[str, Any]]) -> set[int]:
+    """The chain starts (``_i``) whose process logged a WARN or error with a cause of its own just
+    before them (the line the chain carries up): such a chain is no evidence of another cause.
+    One join for every chain, not a scan of the events per chain."""
+    if not starts:
+        return set()
+    key = ["source", "host", "pid"]
+    told = ev.filter(
+        pl.col("severity").is_in(["error", "critical"])
+        & pl.col("category").is_not_null()
+        & (pl.col("signal") != "nccl_result")
+    ).select(*key, told=pl.col("_i"))
+    chains = pl.DataFrame(
+        [{k: r.get(k) for k in [*key, "_i"]} for r in starts],
+        schema={k: ev.schema[k] for k in [*key, "_i"]},
+    )
+    near = chains.join(told, on=key, nulls_equal=True).filter(
+        pl.col("told").is_between(pl.col("_i") - EXPLAIN_WINDOW, pl.col("_i") - 1)
+    )
+    return set(near["_i"].to_list())
