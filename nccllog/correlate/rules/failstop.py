@@ -66,7 +66,7 @@ def failstop(ctx: Context) -> list[Draft]:
         who = _who(named, ranks, hosts)
         when = f" at {w.clock(lead.time)}" if lead.time else ""
         if everyone:
-            _every_rank_alike(ctx, d, lead, ranks, when)
+            _every_rank_alike(ctx, d, lead, ranks, what, when)
         elif witnessed:
             d.summary = f"{who} reported '{what}'{when}: the line tells where the fault was noticed, not which rank caused it"
         elif killed and not named:
@@ -116,12 +116,12 @@ def failstop(ctx: Context) -> list[Draft]:
     return drafts
 
 
-def _every_rank_alike(ctx: Context, d: Draft, lead: Failure, ranks: list[int], when: str) -> None:
+def _every_rank_alike(ctx: Context, d: Draft, lead: Failure, ranks: list[int], what: str, when: str) -> None:
     """Word a failure every rank logged alike; while some ranks left no log, "all" is not shown."""
     d.summary = (
         f"{_failure_clause(lead, 'Every rank')}{when}: the fault is common to all ranks, not one rank's"
     )
-    d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {_failure_text(lead)}.")
+    d.rules_in.append(f"{w.ranks_phrase(ranks, capital=True)} all logged {what}.")
     if absent := sorted(set(ctx.missing) - set(ranks)):
         d.ceiling_why = (
             f"every rank whose log is here failed alike, but {w.ranks_phrase(absent)} left no log: "
