@@ -16,7 +16,7 @@ from nccllog import analyze
 from nccllog.advice import advise, explain_setting, version_consistency, violations
 from nccllog.advice.detect import Detected, detect
 from nccllog.advice.remedy import tables
-from nccllog.advice.variables import parse_version
+from nccllog.advice.variables import parse_version, uncut
 from nccllog.match.library import load_library
 from nccllog.model import EVENT_BASE_COLUMNS, Incident
 
@@ -445,3 +445,15 @@ def test_framework_words_from_text(text: str, framework: str | None) -> None:
     # the polars literal prefilter lets every line through that one of the text regexes matches
     det = detect(_events([_row(1, message=text), _row(2, message="NCCL INFO init done")]))
     assert list(det.frameworks) == ([framework] if framework else [])
+
+
+def test_a_version_cut_with_its_line_is_the_whole_one() -> None:
+    # The paste ends in the middle of rank 1's version line: `2.1` is the start of `2.19.3`, not a
+    # second NCCL (no version split, and advice gated on 2.19.3).
+    text = (
+        "gpu-a:5101:5101 [0] NCCL INFO NCCL version 2.19.3+cuda12.3\n"
+        "gpu-a:5102:5102 [1] NCCL INFO NCCL version 2.1"
+    )
+    inc = analyze(text)
+    assert inc.environment.versions["nccl"] == ("2.19.3",)
+    assert uncut(["2.1", "2.19.3", "2.7.8"]) == {"2.1": "2.19.3", "2.19.3": "2.19.3", "2.7.8": "2.7.8"}
