@@ -46,6 +46,7 @@ class Signal(StrEnum):
     STALL = "stall"
     FRAMEWORK = "framework"
     SETUP_FRAME = "setup_frame"
+    COLLECTIVE_FRAME = "collective_frame"
     INFO = "info"
 
 

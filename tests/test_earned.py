@@ -69,3 +69,17 @@ def test_every_rank_alike_needs_every_rank() -> None:
     v = nccllog.analyze(alike).verdict
     assert v.category == "cuda_error" and v.culprit_ranks == () and v.confidence == "medium"
     assert "ranks 2,3 left no log" in _held(v)[0] or "ranks 2-3 left no log" in _held(v)[0]
+
+
+def test_a_failure_written_by_a_process_of_unknown_rank_is_not_high() -> None:
+    # Two ranks of gpu-a are known from their init lines; the /dev/shm failure comes from a process
+    # on gpu-b that no line ties to a rank: the machine is named, the rank is not known.
+    text = (
+        "gpu-a:1100:1100 [0] NCCL INFO comm 0x55d0c1a0 rank 0 nranks 4 cudaDev 0 busId 1b000 - Init START\n"
+        "gpu-a:1101:1101 [1] NCCL INFO comm 0x55d0c2b0 rank 1 nranks 4 cudaDev 1 busId 1c000 - Init START\n"
+        "gpu-b:2207:2290 [1] include/shm.h:42 NCCL WARN Cuda failure 'invalid argument'\n"
+        "gpu-b:2207:2290 [1] NCCL INFO transport/shm.cc:95 -> 1\n"
+    )
+    v = nccllog.analyze(text).verdict
+    assert (v.category, v.culprit_hosts, v.confidence) == ("init_failure", ("gpu-b",), "medium")
+    assert "which rank it was is not in the logs" in _held(v)[0]

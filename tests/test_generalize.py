@@ -844,6 +844,15 @@ def test_a_servers_report_that_a_child_failed_is_not_an_all_clear() -> None:
 def test_an_nccl_warning_no_pattern_explains_is_not_an_all_clear() -> None:
     v = _verdict(
         "gpu-a:3311:3350 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
-        "gpu-a:3311:3350 [0] transport/p2p.cc:238 NCCL WARN failed to ope\n"
+        "gpu-a:3311:3350 [0] enqueue.cc:1938 NCCL WARN failed to ope\n"
     )
     assert v.category == "unknown" and "NCCL warned" in v.summary
+
+
+def test_an_nccl_warning_is_placed_by_the_part_of_nccl_that_wrote_it() -> None:
+    # The same cut WARN from the P2P transport's source file: a GPU peer path failure.
+    v = _verdict(
+        "gpu-a:3311:3350 [0] NCCL INFO Channel 00 : 0[0] -> 1[1] via P2P/IPC\n"
+        "gpu-a:3311:3350 [0] transport/p2p.cc:238 NCCL WARN failed to ope\n"
+    )
+    assert v.category == "p2p_topology"

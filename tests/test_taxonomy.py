@@ -6,10 +6,16 @@ import polars as pl
 import pytest
 
 from nccllog.correlate.ranks_state import classify_failures
-from nccllog.correlate.taxonomy import placements
+from nccllog.correlate.taxonomy import Placement, placements
 
-CASES = [(p.category, line, True) for p in placements() for line in p.examples] + [
-    (p.category, line, False) for p in placements() for line in p.near_misses
+
+def _signal(p: Placement) -> str:
+    return "error_line" if "error_line" in p.signals else p.signals[0]
+
+
+# each line is read as a line of the class's own signals: error_line where the class takes it
+CASES = [(p.category, line, True, _signal(p)) for p in placements() for line in p.examples] + [
+    (p.category, line, False, _signal(p)) for p in placements() for line in p.near_misses
 ]
 
 
@@ -37,9 +43,9 @@ def _placed(line: str, signal: str) -> str:
     return str(classify_failures(ev)["_fcat"][0])
 
 
-@pytest.mark.parametrize(("category", "line", "fits"), CASES)
-def test_class_places_its_examples(category: str, line: str, fits: bool) -> None:
-    got = _placed(line, "error_line")
+@pytest.mark.parametrize(("category", "line", "fits", "signal"), CASES)
+def test_class_places_its_examples(category: str, line: str, fits: bool, signal: str) -> None:
+    got = _placed(line, signal)
     assert (got == category) == fits, f"{line!r} placed as {got}"
 
 

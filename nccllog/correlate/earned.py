@@ -50,6 +50,7 @@ class _Failures:
     unfinished: frozenset[int]  # ranks whose error began (a traceback) but whose error line is not there
     stated: frozenset[str]  # categories some failure line points at by itself
     placed: frozenset[str]  # ... of which some line is tied to a rank
+    unplaced_writers: frozenset[str]  # ... of which no line is tied to a rank, and some has its writer's pid
 
 
 def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
@@ -58,13 +59,18 @@ def hold_unearned(ctx: Context, drafts: list[Draft]) -> None:
     cats = bad["_fcat"].drop_nulls()
     own = frozenset(int(r) for r in bad["subject"].drop_nulls().to_list())
     began = ctx.ev.filter(pl.col("pattern").is_in(list(rules().unfinished_error_patterns)))["rank"]
+    placed = frozenset(
+        str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().to_list()
+    )
     seen = _Failures(
         own=own,
         unfinished=frozenset(int(r) for r in began.drop_nulls().to_list()) - own,
         stated=frozenset(str(c) for c in cats.to_list()),
-        placed=frozenset(
-            str(c) for c in bad.filter(pl.col("subject").is_not_null())["_fcat"].drop_nulls().to_list()
-        ),
+        placed=placed,
+        unplaced_writers=frozenset(
+            str(c) for c in bad.filter(pl.col("pid").is_not_null())["_fcat"].drop_nulls().to_list()
+        )
+        - placed,
     )
     for d in drafts:
         # A machine's fault (a NIC, a GPU) is proven by its own line, whichever rank wrote it.
@@ -101,6 +107,10 @@ def _unearned(
         return "the logs do not say which rank it was"
     elif d.category not in seen.stated and d.category not in rules().category_free:
         return "no line states this cause; it is inferred"
+    elif d.category in seen.unplaced_writers:
+        # a process of the job wrote the failure (its NCCL header or launcher gives a pid), so the
+        # culprit is a rank, and which one the logs do not show
+        return "a process of the job logged the failure, and which rank it was is not in the logs"
     rival = next(
         (
             o

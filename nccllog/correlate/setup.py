@@ -22,7 +22,7 @@ import polars as pl
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, _first, _reporters_text, _timeout_rows, evidence
-from nccllog.correlate.rules.startup import STOP_WORDS, _store_address, startup_hang
+from nccllog.correlate.rules.startup import _store_address, startup_hang, stop_lines
 from nccllog.correlate.rules.wording import _bare
 from nccllog.correlate.setup_vocab import bad_master_addr, iface_problem, ip_of, parse_ifaces, vocab
 
@@ -49,8 +49,7 @@ def failure_shape(ctx: Context) -> Shape:
     """Did the job fail, and before any real work (no step, no completed collective)?"""
     ev = ctx.ev
     errors = ev.filter(pl.col("severity").is_in(["error", "critical"]) & (pl.col("_fw") >= 0.3)).to_dicts()
-    words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
-    stopped = ev.filter((pl.col("signal") == "process_exit") & words.str.contains_any(list(STOP_WORDS)))
+    stopped = stop_lines(ev)
     stalls = ev.filter(pl.col("signal") == "stall").height
     main = ctx.main
     hang = main is not None or stopped.height > 0 or stalls > 0

@@ -26,6 +26,7 @@ class Placement:
     near_misses: tuple[str, ...]
     killed: bool = False  # the words report a death by SIGKILL, told by another process
     alone: bool = False  # ... a death of any cause: it counts only when nothing else failed
+    over: tuple[str, ...] = ()  # re-place only lines placed in one of these so far (empty: any)
 
 
 @cache
@@ -57,6 +58,7 @@ def placements() -> tuple[Placement, ...]:
                 near_misses=tuple(c.get("near_misses", ())),
                 killed=bool(c.get("killed", False)),
                 alone=bool(c.get("alone", False)),
+                over=tuple(c.get("over", ())),
             )
         )
     return tuple(out)
@@ -88,6 +90,8 @@ def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
     placed_cat, placed_w = category, weight
     for p in reversed(placements()):
         fits = sig.is_in(list(p.signals)) & text.str.contains_any(list(p.words), ascii_case_insensitive=True)
+        if p.over:
+            fits = fits & category.is_in(list(p.over))
         placed_cat = pl.when(fits).then(pl.lit(p.category)).otherwise(placed_cat)
         placed_w = pl.when(fits).then(pl.max_horizontal(weight, pl.lit(p.weight))).otherwise(placed_w)
     return placed_cat, placed_w

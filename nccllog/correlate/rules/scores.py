@@ -88,6 +88,7 @@ class Scores:
     stall_all: float
     startup_rendezvous: float
     startup_rendezvous_env: float
+    startup_rendezvous_unlogged: float
     startup_virtual_iface: float
     startup_init_hang: float
     startup_p2p: float

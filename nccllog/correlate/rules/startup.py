@@ -22,6 +22,7 @@ from nccllog.correlate.rules.base import (
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.vocabulary import vocabulary
+from nccllog.model import Evidence
 from nccllog.vocab import Category, Severity, Signal
 
 
@@ -208,6 +209,17 @@ def _system_version(ctx: Context) -> list[Draft]:
 STOP_WORDS = vocabulary().stop_words  # an exit from outside: cancelled, not failed
 
 
+def stop_lines(ev: pl.DataFrame) -> pl.DataFrame:
+    """Process exits whose words say the job was stopped from outside, less a launcher's stop of
+    the siblings of a child that had ended (``reaction_stop_patterns``)."""
+    words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
+    return ev.filter(
+        (pl.col("signal") == Signal.PROCESS_EXIT)
+        & words.str.contains_any(list(STOP_WORDS))
+        & ~pl.col("pattern").is_in(list(vocabulary().reaction_stop_patterns))
+    )
+
+
 VIRTUAL_IFACE = vocabulary().virtual_iface  # container, bridge, overlay and loopback interfaces
 
 
@@ -266,9 +278,7 @@ def startup_hang(ctx: Context) -> list[Draft]:
     if any(f.weight >= S.weight_cause for f in ctx.unattributed):
         return []
     ev = ctx.ev
-    exits = ev.filter(pl.col("signal") == Signal.PROCESS_EXIT)
-    words = pl.concat_str(pl.col("signal_name").fill_null(""), pl.lit(" "), pl.col("message").fill_null(""))
-    stopped = exits.filter(words.str.contains_any(list(STOP_WORDS))).to_dicts()
+    stopped = stop_lines(ev).to_dicts()
     if _failed_on_its_own(ev):
         # the launcher's closing signals to the siblings of a worker that failed of itself (a
         # positive exit code) are its reaction to that failure, not a stop from outside
@@ -290,26 +300,8 @@ def startup_hang(ctx: Context) -> list[Draft]:
         | pl.col("message").str.contains("Init COMPLETE")
     )
     stop_ev = [evidence(r) for r in _first(stopped or stalls, 2)]
-    env = _rendezvous_env(ctx)
     if init.height == 0 and boot.height == 0:
-        d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="startup")
-        d.score = S.startup_rendezvous
-        d.summary = (
-            "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
-            "(init_process_group)" + (f"; {env[0]}" if env else "") + "."
-        )
-        d.rules_in.append(
-            "No NCCL line from any rank, no collective, and the job ended by being stopped from outside."
-        )
-        if env:
-            d.score += S.startup_rendezvous_env
-            d.rules_in.extend(env)
-        d.rules_out.append(
-            "No rank crashed or reported an error, so nothing but the rendezvous explains the wait."
-        )
-        d.evidence = stop_ev
-        d.remediation = steps("rendezvous", ctx.versions)
-        return [d]
+        return [_before_nccl(ctx, stop_ev)]
     ranks_init = {r for r in init["rank"].to_list() if r is not None}
     ranks_done = {r for r in complete["rank"].to_list() if r is not None}
     if complete.height == 0 or (ranks_init and not ranks_init <= ranks_done):
@@ -390,6 +382,79 @@ def startup_hang(ctx: Context) -> list[Draft]:
             )
         d.remediation = steps("p2p_path", ctx.versions)
     return [d]
+
+
+def _before_nccl(ctx: Context, stop_ev: list[Evidence]) -> Draft:
+    """A stop with no NCCL line from any rank: the rendezvous never completed, unless NCCL's lines
+    were simply not logged and the stop's tracebacks show the processes inside a collective."""
+    ev = ctx.ev
+    env = _rendezvous_env(ctx)
+    # Without NCCL's INFO lines, where the ranks waited shows only in the tracebacks the stop printed.
+    logged = _nccl_debug_on(ev)
+    in_setup = ev.filter(pl.col("signal") == Signal.SETUP_FRAME).height > 0
+    waited = ev.filter(pl.col("signal") == Signal.COLLECTIVE_FRAME)
+    if not logged and not in_setup and waited.height:
+        return _stopped_in_collective(ctx, waited, stop_ev)
+    d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="startup")
+    d.score = S.startup_rendezvous if logged or in_setup else S.startup_rendezvous_unlogged
+    d.summary = (
+        "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
+        "(init_process_group)" + (f"; {env[0]}" if env else "") + "."
+    )
+    d.rules_in.append(
+        "No NCCL line from any rank, no collective, and the job ended by being stopped from outside."
+    )
+    if not logged and not in_setup:
+        d.rules_out.append(
+            "NCCL's own lines were not logged (NCCL_DEBUG was not INFO), so their absence does not show "
+            "that no rank reached NCCL."
+        )
+        d.collect.extend(steps("collect_logs", ctx.versions))
+    if env:
+        d.score += S.startup_rendezvous_env
+        d.rules_in.extend(env)
+    d.rules_out.append(
+        "No rank crashed or reported an error, so nothing but the rendezvous explains the wait."
+    )
+    d.evidence = stop_ev
+    d.remediation = steps("rendezvous", ctx.versions)
+    return d
+
+
+def _nccl_debug_on(ev: pl.DataFrame) -> bool:
+    """Whether NCCL's INFO lines were being logged: only then does their absence mean that no rank
+    reached NCCL (NCCL_DEBUG=INFO prints the version and bootstrap lines of every communicator)."""
+    text = pl.col("text").fill_null("")
+    # the setting on a command line, an export or a settings echo; torch's errors advise to "run
+    # with NCCL_DEBUG=INFO", which sets nothing
+    setting = text.str.contains(r"NCCL_DEBUG=['\"]?(?:INFO|TRACE)\b") & ~text.str.contains(
+        "with NCCL_DEBUG", literal=True
+    )
+    return ev.filter(text.str.contains("NCCL INFO", literal=True) | setting).height > 0
+
+
+def _stopped_in_collective(ctx: Context, frames: pl.DataFrame, stop_ev: list[Evidence]) -> Draft:
+    """The job was stopped while its processes' tracebacks show them inside a collective call, and
+    NCCL's own lines were not logged: the rendezvous was done and the collective never completed."""
+    funcs = sorted({f for f in frames["func"].to_list() if f})
+    calls = ", ".join(f"{f}()" for f in funcs[:3])
+    d = Draft(category=Category.STRAGGLER_HANG, culprits=(), kind="startup")
+    d.score = S.startup_idle
+    d.summary = (
+        f"The job was stopped while its processes waited inside {calls}: the rendezvous had completed and "
+        "the collective never did. NCCL's own lines were not logged, so the path it hung on is not shown."
+    )
+    d.rules_in.append(
+        f"The tracebacks printed at the stop pass through torch.distributed's {calls}, with no error before them."
+    )
+    d.rules_out.append(
+        "Not the rendezvous: a process inside a collective has its process group already (no set-up frame in the "
+        "tracebacks)."
+    )
+    d.evidence = [evidence(frames.sort("_i").row(0, named=True)), *stop_ev]
+    d.remediation = steps("first_collective", ctx.versions)
+    d.collect.extend(steps("collect_logs", ctx.versions))
+    return d
 
 
 def _rendezvous_env(ctx: Context) -> list[str]:
