@@ -521,13 +521,33 @@ class _EventBuilder:
         self._flush()
         if not self.frames:
             return pl.DataFrame(schema=self.schema)
-        out = pl.concat(self.frames, how="vertical", rechunk=True)
+        out = _concat_by_column(self.frames, self.schema)
         if self.out_of_order:  # rows kept back (the last of a writer's repeats) go back in place
             out = out.sort(pl.concat(self.orders), maintain_order=True)
         return out
 
 
 _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
+
+
+def _concat_by_column(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
+    """The frames one under the other, in one chunk, as ``pl.concat(frames, rechunk=True)`` gives
+    them, emptying ``frames``. Built a column at a time, each column's parts let go as soon as it
+    is joined: at most one column is held twice, not the whole table. A column null in every
+    frame stays a polars scalar column (no memory per row)."""
+    height = sum(f.height for f in frames)
+    columns: list[pl.Series] = []
+    nulls: list[pl.Expr] = []
+    for name in schema:
+        if all(f[name].null_count() == f.height for f in frames):
+            nulls.append(pl.lit(None, schema[name]).alias(name))
+            continue
+        parts = [f.drop_in_place(name) for f in frames]
+        columns.append(pl.concat(parts, rechunk=True))
+        del parts
+    frames.clear()
+    out = pl.DataFrame(columns, height=height)
+    return out.with_columns(nulls).select(list(schema)) if nulls else out.select(list(schema))
 
 
 class _Bound:
