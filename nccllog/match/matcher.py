@@ -153,7 +153,10 @@ def match_lines(
     alert = list(ALERT_WORDS)
     sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
-    bound = _Bound(None if keep_unmatched else KEEP_FIRST)
+    src = hits.get_column("source")
+    # Each file's lines come together (as read): a file's counts can go when its lines end.
+    together = src.n_unique() == 1 + int(src.ne_missing(src.shift(1)).slice(1).sum())
+    bound = _Bound(None if keep_unmatched else KEEP_FIRST, per_file=together)
     # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
     # init chatter, the watchdog's lines. What the patterns found in it is computed once.
     found_memo = _Found()
@@ -531,9 +534,8 @@ _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, A
 
 
 def _concat_by_column(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
-    """The frames one under the other, in one chunk, as ``pl.concat(frames, rechunk=True)`` gives
-    them, emptying ``frames``. Built a column at a time, each column's parts let go as soon as it
-    is joined: at most one column is held twice, not the whole table. A column null in every
+    """``pl.concat(frames, rechunk=True)``, a column at a time, emptying ``frames``: each column's
+    parts go once it is joined (one column held twice, not the table); a column null in every
     frame stays a polars scalar column (no memory per row)."""
     height = sum(f.height for f in frames)
     columns: list[pl.Series] = []
@@ -558,13 +560,18 @@ class _Bound:
     file name) are always kept: rank resolution may still place them by their neighbours.
     """
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, per_file: bool = False) -> None:
         self.limit = limit
         self.seen: dict[tuple[Any, ...], int] = {}
         self.last: dict[tuple[Any, ...], deque[tuple[int, _Row]]] = {}
+        self.per_file = per_file  # rows come file by file: a file's counts go when its rows end
+        self.source: str | None = None
 
     def add(self, rows: _EventBuilder, row: _Row) -> None:
         source, _line, _text, a, fa, pat, _values, _level = row
+        if self.per_file and source != self.source:
+            self.seen.clear()
+            self.source = source
         writer = (a.rank, a.pid, a.host, a.srun_task, fa.rank, fa.pid, fa.host)
         if self.limit is None or writer == (None,) * 7:
             self._put(rows, row)
