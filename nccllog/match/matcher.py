@@ -22,7 +22,7 @@ import polars as pl
 import regex
 
 from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns, line_columns
-from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.layers import LineAttrs, forget_nccl_headers, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
 from nccllog.match.library import Library, Pattern
@@ -153,8 +153,7 @@ def match_lines(
     alert = list(ALERT_WORDS)
     sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
-    src = hits.get_column("source")
-    # Each file's lines come together (as read): a file's counts can go when its lines end.
+    src = hits.get_column("source")  # each file's lines together (as read): its counts go when they end
     together = src.n_unique() == 1 + int(src.ne_missing(src.shift(1)).slice(1).sum())
     bound = _Bound(None if keep_unmatched else KEEP_FIRST, per_file=together)
     # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
@@ -206,6 +205,7 @@ def match_lines(
             timed_out.setdefault(source, []).append(line_no)
     bound.finish(rows)
     events = rows.frame()
+    forget_nccl_headers()  # 32,768 of them at 16,384 files: their memory serves the stages after
     # select before filter: a filter of the whole table would copy every column
     spots = events.select("source", "line", "pattern").filter(pl.col("pattern").is_not_null())
     kept_hits = spots.select("source", "line").unique().height
