@@ -322,7 +322,8 @@ def nothing_recognised(incident: Incident) -> str | None:
     producer nccllog does not know yet). Its verdict is then `unknown` unless the lines show the
     run's end; the CLI refuses an input with no line at all and says this beside any other."""
     ev = incident.events
-    if ev.height and ev.filter(pl.col("pattern").is_not_null() & (pl.col("signal") != "progress")).height:
+    known = pl.col("pattern").is_not_null() & (pl.col("signal") != "progress")
+    if ev.height and ev.select(known.any()).item():  # not a filter: that would copy every column
         return None
     c = incident.coverage
     progress = ev.filter(pl.col("signal") == "progress").height if ev.height else 0

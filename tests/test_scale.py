@@ -15,7 +15,8 @@ from hypothesis import strategies as st
 
 import nccllog
 from nccllog.correlate.timeline import MIN_OFFSET_S, estimate_offsets, sync_points
-from nccllog.match.matcher import KEEP_FIRST, KEEP_LAST
+from nccllog.match.library import load_library
+from nccllog.match.matcher import KEEP_FIRST, KEEP_LAST, match_lines
 from nccllog.render.json import dumps_indented
 
 _SCALARS = (
@@ -133,3 +134,25 @@ def test_lines_of_many_writers_are_all_kept(tmp_path: Path) -> None:
     ev = incident.events.filter(pl.col("pattern").is_not_null())
     assert ev["rank"].n_unique() == ranks
     assert not incident.coverage.skipped_line_reasons
+
+
+def test_repeats_are_bounded_per_file_whether_files_come_together_or_interleaved() -> None:
+    # Counts per file are dropped once a file's lines end only when each file's lines come
+    # together; interleaved files keep every count: both give the same rows.
+    repeats = 2 * (KEEP_FIRST + KEEP_LAST)
+    lines = [(f"rank_{r}.log", n + 1, _watchdog(r, n).rstrip("\n")) for r in range(2) for n in range(repeats)]
+    together = pl.DataFrame(lines, schema=["source", "line", "text"], orient="row")
+    interleaved = together.sort("line", "source")
+    library = load_library(())
+
+    def kept(frame: pl.DataFrame) -> list[tuple[str, int]]:
+        ev = match_lines(frame, library).events.filter(pl.col("pattern").is_not_null())
+        return sorted(set(ev.select("source", "line").iter_rows()))
+
+    want = [
+        (f"rank_{r}.log", n)
+        for r in range(2)
+        for n in [*range(1, KEEP_FIRST + 1), *range(repeats - KEEP_LAST + 1, repeats + 1)]
+    ]
+    assert kept(together) == want
+    assert kept(interleaved) == want

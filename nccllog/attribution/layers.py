@@ -273,6 +273,12 @@ NCCL_HEADER_CHARS = 512  # a longer "header" is read as usual, not remembered (m
 _NCCL_LEVELS = ("INFO ", "WARN ", "TRACE ", "CALL ", "ABORT ", "VERSION ")
 
 
+def forget_nccl_headers() -> None:
+    """Empty the NCCL header memo: once an input's lines are matched, its memory is better used
+    by the stages after (it is filled again by the next lines parsed)."""
+    _NCCL_HEADERS.clear()
+
+
 def _known_nccl_header(s: str, d: dict[str, Any], layers: list[str]) -> int:
     """Where the message starts after a line's NCCL header when that header is the line's only
     layer (``d`` and ``layers`` filled as ``_strip_layers`` fills them), or -1: strip as usual.

@@ -72,6 +72,7 @@ SIGNAL_CATEGORY = {
     "init": "init_failure",
 }
 HANG_SIGNALS = ("collective_timeout", "work_status", "desync_report", "heartbeat", "dump", "abort")
+_STATE_COLUMNS = ("rank", "host", "local_rank", "pid", "source", "ctime", "_i", "repeat", "_fw", "signal")
 
 
 def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None) -> pl.DataFrame:
@@ -428,7 +429,9 @@ def rank_states(
 ) -> dict[int, RankState]:
     """One RankState per rank seen or expected."""
     per: dict[int, dict[str, Any]] = defaultdict(dict)
-    attributed = ev.filter(pl.col("rank").is_not_null())
+    # Columns first, then rows: a filter or sort of the whole table would copy its 100-odd columns.
+    has_rank = pl.col("rank").is_not_null()
+    attributed = ev.select(*_STATE_COLUMNS).filter(has_rank)
     if attributed.height:
         base = attributed.group_by("rank").agg(
             host=pl.col("host").drop_nulls().mode().sort().first(),
@@ -443,11 +446,11 @@ def rank_states(
         )
         for r in base.iter_rows(named=True):
             per[r["rank"]].update(r)
-        last_rows = attributed.filter(pl.col("_i").is_in(base["last_i"].implode()))
+        last_rows = ev.filter(pl.col("_i").is_in(base["last_i"].implode()))
         for r in row_dicts(last_rows):
             per[r["rank"]]["last_row"] = r
         errs = (
-            attributed.filter(pl.col("severity").is_in(["error", "critical"]))
+            ev.filter(has_rank & pl.col("severity").is_in(["error", "critical"]))
             .sort("ctime", "_i", nulls_last=True)
             .group_by("rank", maintain_order=True)
             .first()
@@ -460,9 +463,8 @@ def rank_states(
         for rank, t in active.group_by("rank").agg(pl.col("ctime").max()).iter_rows():
             per[rank]["last_active"] = t
     # Work status per process group (watchdog follow-ups and dump-signal lines carry it).
-    ws = ev.filter(
-        pl.col("rank").is_not_null()
-        & (pl.col("last_enqueued").is_not_null() | pl.col("last_completed").is_not_null())
+    ws = ev.select("rank", "pgk", "last_enqueued", "last_completed").filter(
+        has_rank & (pl.col("last_enqueued").is_not_null() | pl.col("last_completed").is_not_null())
     )
     if ws.height:
         agg = (
@@ -475,23 +477,21 @@ def rank_states(
                 per[rank].setdefault("last_enqueued", {})[pgk] = enq
             if done is not None:
                 per[rank].setdefault("last_completed", {})[pgk] = done
-    prog = ev.filter((pl.col("signal") == "progress") & pl.col("rank").is_not_null())
+    prog = ev.filter((pl.col("signal") == "progress") & has_rank)
     if prog.height:
         steps = prog.group_by("rank").agg(step=pl.col("step").max(), total=pl.col("total_steps").max())
         for rank, step, total in steps.iter_rows():
             per[rank]["last_step"] = step
             per[rank]["total_steps"] = total
-    for sig, key in (("heartbeat", "heartbeat"), ("stall", "stalls")):
-        sub = ev.filter((pl.col("signal") == sig) & pl.col("rank").is_not_null())
-        if sig == "heartbeat":
-            sub = sub.filter(pl.col("severity").is_in(["error", "critical"]))
-        for r in row_dicts(sub):
-            if key == "stalls":
-                per[r["rank"]]["stalls"] = per[r["rank"]].get("stalls", 0) + 1
-            else:
-                per[r["rank"]].setdefault("heartbeat", []).append(r)
-    hang = ev.filter(
-        pl.col("signal").is_in(["collective_timeout", "abort", "work_status"]) & pl.col("rank").is_not_null()
+    for rank, n in ev.filter((pl.col("signal") == "stall") & has_rank).group_by("rank").len().iter_rows():
+        per[rank]["stalls"] = n
+    beats = ev.filter(
+        (pl.col("signal") == "heartbeat") & has_rank & pl.col("severity").is_in(["error", "critical"])
+    )
+    for r in row_dicts(beats):
+        per[r["rank"]].setdefault("heartbeat", []).append(r)
+    hang = ev.select("rank", "signal", "ctime", "_i", "source").filter(
+        pl.col("signal").is_in(["collective_timeout", "abort", "work_status"]) & has_rank
     )
     if hang.height:
         first_hang = (

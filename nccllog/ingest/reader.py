@@ -139,10 +139,21 @@ def read_sources(
         for fut in pending:
             frames.extend(fut.result())
     if frames:
-        lines = pl.concat(frames, how="vertical").sort("source", "line", maintain_order=True)
+        lines = _in_file_order(pl.concat(frames, how="vertical"))
     else:
         lines = pl.DataFrame(schema=CANDIDATE_SCHEMA)
     return ReadResult(lines=lines, stats=tuple(stats))
+
+
+def _in_file_order(lines: pl.DataFrame) -> pl.DataFrame:
+    """``lines`` sorted by (source, line), stably. Sources are mostly read in that order already:
+    then the table is returned as it is, not copied by a sort (a check of neighbours is cheap)."""
+    src, line = pl.col("source"), pl.col("line")
+    step = (src.shift(1) < src) | ((src.shift(1) == src) & (line.shift(1) <= line))
+    nulls = lines["source"].null_count() or lines["line"].null_count()
+    if lines.height < 2 or (not nulls and lines.select(step.slice(1).all()).item()):
+        return lines
+    return lines.sort("source", "line", maintain_order=True)
 
 
 def _progress_counter(

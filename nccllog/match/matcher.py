@@ -22,7 +22,7 @@ import polars as pl
 import regex
 
 from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns, line_columns
-from nccllog.attribution.layers import LineAttrs, launcher_prefix, parse_line
+from nccllog.attribution.layers import LineAttrs, forget_nccl_headers, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
 from nccllog.match.library import Library, Pattern
@@ -153,7 +153,9 @@ def match_lines(
     alert = list(ALERT_WORDS)
     sampled = frozenset(sampled_keywords(library))
     file_cache: dict[str, FileAttrs] = {}
-    bound = _Bound(None if keep_unmatched else KEEP_FIRST)
+    src = hits.get_column("source")  # each file's lines together (as read): its counts go when they end
+    together = src.n_unique() == 1 + int(src.ne_missing(src.shift(1)).slice(1).sum())
+    bound = _Bound(None if keep_unmatched else KEEP_FIRST, per_file=together)
     # The same message (a prefix's rank, pid and time stripped) recurs on every rank: NCCL's
     # init chatter, the watchdog's lines. What the patterns found in it is computed once.
     found_memo = _Found()
@@ -203,6 +205,7 @@ def match_lines(
             timed_out.setdefault(source, []).append(line_no)
     bound.finish(rows)
     events = rows.frame()
+    forget_nccl_headers()  # 32,768 of them at 16,384 files: their memory serves the stages after
     # select before filter: a filter of the whole table would copy every column
     spots = events.select("source", "line", "pattern").filter(pl.col("pattern").is_not_null())
     kept_hits = spots.select("source", "line").unique().height
@@ -521,13 +524,32 @@ class _EventBuilder:
         self._flush()
         if not self.frames:
             return pl.DataFrame(schema=self.schema)
-        out = pl.concat(self.frames, how="vertical", rechunk=True)
+        out = _concat_by_column(self.frames, self.schema)
         if self.out_of_order:  # rows kept back (the last of a writer's repeats) go back in place
             out = out.sort(pl.concat(self.orders), maintain_order=True)
         return out
 
 
 _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
+
+
+def _concat_by_column(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
+    """``pl.concat(frames, rechunk=True)``, a column at a time, emptying ``frames``: each column's
+    parts go once it is joined (one column held twice, not the table); a column null in every
+    frame stays a polars scalar column (no memory per row)."""
+    height = sum(f.height for f in frames)
+    columns: list[pl.Series] = []
+    nulls: list[pl.Expr] = []
+    for name in schema:
+        if all(f[name].null_count() == f.height for f in frames):
+            nulls.append(pl.lit(None, schema[name]).alias(name))
+            continue
+        parts = [f.drop_in_place(name) for f in frames]
+        columns.append(pl.concat(parts, rechunk=True))
+        del parts
+    frames.clear()
+    out = pl.DataFrame(columns, height=height)
+    return out.with_columns(nulls).select(list(schema)) if nulls else out.select(list(schema))
 
 
 class _Bound:
@@ -538,13 +560,18 @@ class _Bound:
     file name) are always kept: rank resolution may still place them by their neighbours.
     """
 
-    def __init__(self, limit: int | None) -> None:
+    def __init__(self, limit: int | None, per_file: bool = False) -> None:
         self.limit = limit
         self.seen: dict[tuple[Any, ...], int] = {}
         self.last: dict[tuple[Any, ...], deque[tuple[int, _Row]]] = {}
+        self.per_file = per_file  # rows come file by file: a file's counts go when its rows end
+        self.source: str | None = None
 
     def add(self, rows: _EventBuilder, row: _Row) -> None:
         source, _line, _text, a, fa, pat, _values, _level = row
+        if self.per_file and source != self.source:
+            self.seen.clear()
+            self.source = source
         writer = (a.rank, a.pid, a.host, a.srun_task, fa.rank, fa.pid, fa.host)
         if self.limit is None or writer == (None,) * 7:
             self._put(rows, row)
