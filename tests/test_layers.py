@@ -30,6 +30,14 @@ from nccllog.pipeline import attribute
             7,
             "warning: rank is oversubscribed",
         ),
+        # --timestamp-output glues mpirun's ctime date in front of the tag
+        (
+            "Mon Oct  2 21:07:33 2023[1,6]<stdout>:gpu-b11:40117:40190 [2] NCCL INFO Connected all rings",
+            ("mpi", "nccl"),
+            6,
+            1,
+            "Connected all rings",
+        ),
         # Open MPI tag then a c10 prefix from the rank's own logger
         (
             "[1,5]<stderr>:[E1124 09:12:44.102938271 ProcessGroupNCCL.cpp:616] watchdog fired",
