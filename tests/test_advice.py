@@ -16,7 +16,8 @@ from nccllog import analyze
 from nccllog.advice import advise, explain_setting, version_consistency, violations
 from nccllog.advice.detect import Detected, detect
 from nccllog.advice.remedy import tables
-from nccllog.advice.variables import parse_version, uncut
+from nccllog.advice.variables import parse_version
+from nccllog.correlate.frame import whole_versions
 from nccllog.match.library import load_library
 from nccllog.model import EVENT_BASE_COLUMNS, Incident
 
@@ -456,4 +457,15 @@ def test_a_version_cut_with_its_line_is_the_whole_one() -> None:
     )
     inc = analyze(text)
     assert inc.environment.versions["nccl"] == ("2.19.3",)
-    assert uncut(["2.1", "2.19.3", "2.7.8"]) == {"2.1": "2.19.3", "2.19.3": "2.19.3", "2.7.8": "2.7.8"}
+    ev = pl.DataFrame({"nccl_version": ["2.1", "2.19.3", "2.7.8", None]})
+    assert whole_versions(ev)["nccl_version"].to_list() == ["2.19.3", "2.19.3", "2.7.8", None]
+
+
+def test_a_version_cut_with_its_line_splits_no_ranks() -> None:
+    # The same cut in the error line torch raises on one rank of three: no rank runs another NCCL.
+    line = (
+        "[rank{r}]: torch.distributed.DistBackendError: NCCL error in: ../torch/csrc/distributed/c10d/"
+        "ProcessGroupNCCL.cpp:1691, unhandled system error (run with NCCL_DEBUG=INFO for details), NCCL version {v}\n"
+    )
+    text = line.format(r=0, v="2.19.3") + line.format(r=2, v="2.19.3") + line.format(r=1, v="2.1")
+    assert all(h.category != "version_mismatch" for h in analyze(text).hypotheses)

@@ -18,7 +18,7 @@ from nccllog.advice.detect import Detected, detect, driver_text
 from nccllog.advice.lint import collect, ib_present, lint, plugin_state
 from nccllog.advice.remedy import check_advice, collect_next_time, fits_versions, timeout_advice
 from nccllog.advice.text import Violation, violations
-from nccllog.advice.variables import table, uncut, vstr
+from nccllog.advice.variables import table, vstr
 from nccllog.match.library import Library, load_library
 from nccllog.model import Advice, Environment, Hypothesis, Incident
 
@@ -61,10 +61,9 @@ def version_consistency(events: pl.DataFrame) -> list[VersionSplit]:
         if "framework" in events.columns:
             rows = rows.filter(pl.col("framework").is_null())
         by: dict[str, set[str]] = defaultdict(set)
-        whole = uncut(str(v) for v in rows[col].to_list()) if col != "cuda_driver" else {}
         for rank, host, pid, v in rows.select("rank", "host", "pid", col).iter_rows():
             who = f"rank {rank}" if rank is not None else f"{host or '?'}:{pid or '?'}"
-            by[driver_text(v) if col == "cuda_driver" else whole[str(v)]].add(who)
+            by[driver_text(v) if col == "cuda_driver" else str(v)].add(who)
         if len(by) > 1:
             groups = {v: tuple(sorted(w)) for v, w in sorted(by.items(), key=lambda kv: -len(kv[1]))}
             out.append(VersionSplit(name, groups))

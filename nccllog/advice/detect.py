@@ -8,7 +8,7 @@ from dataclasses import dataclass, field
 import polars as pl
 import regex
 
-from nccllog.advice.variables import Version, parse_version, uncut, vstr
+from nccllog.advice.variables import Version, parse_version, vstr
 from nccllog.match.library import Library
 
 # Module paths or names in a matched line that identify a framework (tracebacks, Ray task reprs,
@@ -158,9 +158,8 @@ def _versions(ev: pl.DataFrame, d: Detected, library: Library | None) -> None:
     rows = ev.filter(_col(ev, "nccl_version").is_not_null()).select(
         _col(ev, "nccl_version").alias("v"), _col(ev, "framework").alias("fw")
     )
-    whole = uncut(rows["v"].to_list())
     for v, fw in rows.iter_rows():
-        (engine[f"nccl ({fw})"] if fw else nccl_main).append(whole[v])
+        (engine[f"nccl ({fw})"] if fw else nccl_main).append(v)
     if nccl_main:
         d.versions["nccl"] = tuple(dict.fromkeys(sorted(nccl_main, key=lambda s: parse_version(s) or ())))
         d.nccl = parse_version(d.versions["nccl"][0])

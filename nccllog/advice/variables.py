@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import tomllib
-from collections.abc import Iterable
 from dataclasses import dataclass
 from functools import cache
 from importlib import resources
@@ -24,13 +23,6 @@ def parse_version(text: str | None) -> Version | None:
         return None
     m = regex.match(r"\s*(\d+(?:\.\d+)*)", text)
     return tuple(int(p) for p in m.group(1).split(".")) if m else None
-
-
-def uncut(versions: Iterable[str]) -> dict[str, str]:
-    """Each version text -> itself, or the longest other one it begins (``2.1`` -> ``2.19.3``): a
-    line cut in the middle of its version (the end of a paste) prints a version that never was."""
-    seen = sorted(set(versions), key=len, reverse=True)
-    return {v: next((u for u in seen if len(u) > len(v) and u.startswith(v)), v) for v in seen}
 
 
 def vstr(v: Version) -> str:

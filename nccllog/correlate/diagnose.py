@@ -21,7 +21,7 @@ from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
-from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare, row_dicts
+from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare, row_dicts, whole_versions
 from nccllog.correlate.ranks_state import (
     RankState,
     classify_failures,
@@ -88,6 +88,7 @@ def diagnose(
     inputs: Sequence[str],
 ) -> Incident:
     """Correlate the ranks and pick the best hypothesis."""
+    events = whole_versions(events)
     findings = findings_from_events(events, library)
     ev = classify_failures(prepare(events), library.failure_weights)
     world_size, why = infer_world(ev, topology)

@@ -106,6 +106,23 @@ DEFAULT_PG = "0"
 _DEFAULT_PG_NAMES = ("0", "default_pg", "default", "default_group")
 
 
+def whole_versions(events: pl.DataFrame) -> pl.DataFrame:
+    """``events`` with each NCCL version that is the start of a longer one seen (``2.1`` of
+    ``2.19.3``: a line cut in the middle of its version, the end of a paste) read as that one, so
+    a cut line neither splits the ranks' versions nor gates advice on a version that never was."""
+    if "nccl_version" not in events.columns:
+        return events
+    seen = sorted(set(events["nccl_version"].drop_nulls().cast(pl.String).to_list()), key=len, reverse=True)
+    whole: dict[str, str] = {}
+    for v in seen:  # the longest first: a cut version maps to the longest it begins
+        longer = next((u for u in seen if len(u) > len(v) and u.startswith(v)), None)
+        if longer is not None:
+            whole[v] = longer
+    if not whole:
+        return events
+    return events.with_columns(pl.col("nccl_version").cast(pl.String).replace(whole))
+
+
 def prepare(events: pl.DataFrame) -> pl.DataFrame:
     """Add missing columns, cast the read ones, sort by (source, line) and number the rows."""
     ev = compact(events)
