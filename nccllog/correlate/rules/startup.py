@@ -389,14 +389,14 @@ def _before_nccl(ctx: Context, stop_ev: list[Evidence]) -> Draft:
     were simply not logged and the stop's tracebacks show the processes inside a collective."""
     ev = ctx.ev
     env = _rendezvous_env(ctx)
-    # Without NCCL's INFO lines, where the ranks waited shows only in the tracebacks the stop printed.
-    logged = _nccl_debug_on(ev)
-    in_setup = ev.filter(pl.col("signal") == Signal.SETUP_FRAME).height > 0
+    # Without NCCL's INFO lines and with no set-up frame, where the ranks waited shows only in the
+    # tracebacks the stop printed (`unseen`).
+    unseen = not _nccl_debug_on(ev) and not ev.filter(pl.col("signal") == Signal.SETUP_FRAME).height
     waited = ev.filter(pl.col("signal") == Signal.COLLECTIVE_FRAME)
-    if not logged and not in_setup and waited.height:
+    if unseen and waited.height:
         return _stopped_in_collective(ctx, waited, stop_ev)
     d = Draft(category=Category.BOOTSTRAP_RENDEZVOUS, culprits=(), kind="startup")
-    d.score = S.startup_rendezvous if logged or in_setup else S.startup_rendezvous_unlogged
+    d.score = S.startup_rendezvous_unlogged if unseen else S.startup_rendezvous
     d.summary = (
         "The job was stopped before any rank set up NCCL: the ranks never got through the rendezvous "
         "(init_process_group)" + (f"; {env[0]}" if env else "") + "."
@@ -404,7 +404,7 @@ def _before_nccl(ctx: Context, stop_ev: list[Evidence]) -> Draft:
     d.rules_in.append(
         "No NCCL line from any rank, no collective, and the job ended by being stopped from outside."
     )
-    if not logged and not in_setup:
+    if unseen:
         d.rules_out.append(
             "NCCL's own lines were not logged (NCCL_DEBUG was not INFO), so their absence does not show "
             "that no rank reached NCCL."
