@@ -20,6 +20,7 @@ from typing import Any
 import polars as pl
 
 from nccllog.ingest.numbers import int64
+from nccllog.ingest.reader import in_file_order
 from nccllog.model import EVENT_BASE_COLUMNS
 
 INT = pl.Int64
@@ -141,7 +142,7 @@ def prepare(events: pl.DataFrame) -> pl.DataFrame:
     ]
     if casts:
         ev = ev.with_columns(casts)
-    if not _in_file_order(ev):  # read and matched in this order already, as a rule: no copy then
+    if not in_file_order(ev):  # read and matched in this order already, as a rule: no copy then
         ev = ev.sort("source", "line", maintain_order=True)
     ev = ev.with_row_index("_i")
     return ev.with_columns(
@@ -150,18 +151,6 @@ def prepare(events: pl.DataFrame) -> pl.DataFrame:
         pgk=pg_key(pl.col("pg")),
         ctime=pl.col("time"),
     )
-
-
-def _in_file_order(ev: pl.DataFrame) -> bool:
-    """Whether the rows are in (source, line) order already, with no null in either (then a
-    stable sort by them would leave the table as it is)."""
-    if ev.height < 2:
-        return True
-    if ev["source"].null_count() or ev["line"].null_count():
-        return False
-    src, line = pl.col("source"), pl.col("line")
-    step = (src.shift(1) < src) | ((src.shift(1) == src) & (line.shift(1) <= line))
-    return bool(ev.select(step.slice(1).all()).item())
 
 
 def pg_key(expr: pl.Expr) -> pl.Expr:

@@ -139,21 +139,24 @@ def read_sources(
         for fut in pending:
             frames.extend(fut.result())
     if frames:
-        lines = _in_file_order(pl.concat(frames, how="vertical"))
+        lines = pl.concat(frames, how="vertical")
+        if not in_file_order(lines):  # mostly read in that order already: no copy by a sort then
+            lines = lines.sort("source", "line", maintain_order=True)
     else:
         lines = pl.DataFrame(schema=CANDIDATE_SCHEMA)
     return ReadResult(lines=lines, stats=tuple(stats))
 
 
-def _in_file_order(lines: pl.DataFrame) -> pl.DataFrame:
-    """``lines`` sorted by (source, line), stably. Sources are mostly read in that order already:
-    then the table is returned as it is, not copied by a sort (a check of neighbours is cheap)."""
+def in_file_order(rows: pl.DataFrame) -> bool:
+    """Whether the rows are in (source, line) order already, with no null in either (then a
+    stable sort by them would leave the table as it is; checking neighbours is cheaper than it)."""
+    if rows.height < 2:
+        return True
+    if rows["source"].null_count() or rows["line"].null_count():
+        return False
     src, line = pl.col("source"), pl.col("line")
     step = (src.shift(1) < src) | ((src.shift(1) == src) & (line.shift(1) <= line))
-    nulls = lines["source"].null_count() or lines["line"].null_count()
-    if lines.height < 2 or (not nulls and lines.select(step.slice(1).all()).item()):
-        return lines
-    return lines.sort("source", "line", maintain_order=True)
+    return bool(rows.select(step.slice(1).all()).item())
 
 
 def _progress_counter(
