@@ -112,6 +112,34 @@ def test_seq_skew_without_majority_names_nobody() -> None:
     assert "#313" in v.summary and "#315" in v.summary
 
 
+def test_receivers_one_behind_in_a_broadcast_are_no_diverged_stream() -> None:
+    # DDP's start: the root's broadcast completes once its data is sent, so it waits in the next
+    # collective while the receivers still wait for that data; no rank is the odd one.
+    log = world(Log(), 8)
+    log.timeout(0, 2, op="ALLREDUCE", numel=1)
+    for r in range(1, 8):
+        log.timeout(r, 1, op="BROADCAST", numel=4096)
+    inc = log.diagnose()
+    v = inc.verdict
+    assert (v.category, v.culprit_ranks) == ("straggler_hang", ())
+    assert v.confidence == "low"
+    assert "BROADCAST #1" in v.summary
+    assert all(h.category != "collective_mismatch" for h in inc.hypotheses)
+
+
+@pytest.mark.parametrize(
+    ("behind_op", "gap"),
+    [("ALLREDUCE", 1), ("BROADCAST", 2)],
+)
+def test_a_skew_not_explained_by_a_one_sided_collective_stays_a_divergence(behind_op: str, gap: int) -> None:
+    log = world(Log(), 8)
+    log.timeout(0, 1 + gap, op="ALLREDUCE", numel=1)
+    for r in range(1, 8):
+        log.timeout(r, 1, op=behind_op, numel=4096)
+    v = log.diagnose().verdict
+    assert (v.category, v.culprit_ranks) == ("collective_mismatch", (0,))
+
+
 def test_lone_reporter_with_silent_peers_unlogged_is_unknown() -> None:
     log = Log()
     log.init(0, 4)

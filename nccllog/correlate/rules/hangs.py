@@ -3,7 +3,7 @@ ranks, enqueue skew, the desync report, stuck heartbeats, nobody to blame)."""
 
 from __future__ import annotations
 
-from collections import Counter, defaultdict
+from collections import defaultdict
 from collections.abc import Sequence
 from typing import Any
 
@@ -27,6 +27,7 @@ from nccllog.correlate.rules.base import (
 )
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.skew import seq_skew
 from nccllog.correlate.rules.timeouts import _config_or_straggler
 from nccllog.correlate.rules.wording import _sig_size
 from nccllog.model import CollectiveRef
@@ -39,7 +40,7 @@ def hang(ctx: Context) -> list[Draft]:
     if main is None:
         return _merge([d for d in (_desync(ctx), _heartbeat(ctx)) if d])
     drafts: list[Draft] = []
-    for rule in (_mismatch, _seq_skew):
+    for rule in (_mismatch, seq_skew):
         d = rule(ctx, main)
         if d is not None:
             drafts.append(d)
@@ -134,79 +135,6 @@ def _first_failed(ctx: Context, ranks: Sequence[int]) -> int | None:
     if len(times) >= 2 and (times[1][0] - times[0][0]).total_seconds() >= S.mismatch_first_failed_s:
         return times[0][1]
     return None
-
-
-def _seq_skew(ctx: Context, a: Aligned) -> Draft | None:
-    """Ranks of one group timed out at different sequence numbers: their streams diverged."""
-    at: dict[int, tuple[int, str | None]] = {}
-    for b in ctx.aligned:
-        if b.pg != a.pg or b.seq is None:
-            continue
-        for r, t in b.by_rank.items():
-            if r not in at or b.seq < at[r][0]:
-                at[r] = (b.seq, t.op)
-    seqs: dict[int, list[int]] = defaultdict(list)
-    for r, (s, _op) in at.items():
-        seqs[s].append(r)
-    if len(seqs) < 2:
-        return None
-    reports = [t for b in ctx.aligned if b.pg == a.pg for t in b.reports]
-    unnamed = all(t.row.get("pg") is None for t in reports)
-    per_rank = Counter(t.rank for t in reports if t.primary and t.rank is not None)
-    if unnamed and (max(seqs) - min(seqs) > S.seq_skew_far or any(n > 1 for n in per_rank.values())):
-        # Lines that name no group (torch < 2.2) put every group in the default one: sequence
-        # numbers thousands apart, or one rank timing out at several, are different groups'
-        # counters, not one stream.
-        return None
-    groups = sorted(seqs.items(), key=lambda kv: (-len(kv[1]), kv[0]))
-    maj = groups[0][1]
-    others = [r for _s, rs in groups[1:] for r in rs]
-    parts = []
-    for s, rs in sorted(seqs.items()):
-        ops = {op for r in rs if (op := at[r][1])}
-        parts.append(f"{w.ranks_phrase(rs)} at {w.collective('/'.join(sorted(ops)) if ops else None, s)}")
-    # The ranks stopped at different sequence numbers of the group: no one collective to name.
-    d = Draft(
-        category=Category.COLLECTIVE_MISMATCH, culprits=(), kind="seq_skew", collective=CollectiveRef(pg=a.pg)
-    )
-    d.rules_in.append(
-        f"In {w.pg_name(a.pg)} the ranks timed out at different sequence numbers ({'; '.join(parts)}): "
-        "a rank can only wait at a later number after the others completed the earlier ones with it, so their "
-        "collective streams diverged."
-    )
-    clear = len(maj) >= 2 * len(others) and not ctx.missing and not a.hidden
-    if clear:
-        d.culprits = tuple(sorted(others))
-        d.score = S.seq_skew_clear
-        d.summary = (
-            f"{w.ranks_phrase(others, capital=True)} timed out at a different point of {w.pg_name(a.pg)} than "
-            f"{w.ranks_phrase(maj)} ({'; '.join(parts)}); the collective sequence diverged on "
-            f"{'that rank' if len(others) == 1 else 'those ranks'}."
-        )
-    else:
-        d.score = S.seq_skew_unclear
-        d.summary = (
-            f"The ranks stopped at different collectives of {w.pg_name(a.pg)} ({'; '.join(parts)}): their "
-            "collective sequences diverged, and the logs do not show which side went off."
-        )
-        if ctx.missing:
-            d.rules_out.append(
-                f"No log from {w.ranks_phrase(ctx.missing)}: either side could be the majority, so no rank is named."
-            )
-    d.evidence = [evidence(at_row) for at_row in _skew_rows(ctx, a.pg, at)]
-    d.remediation = steps("seq_skew", ctx.versions)
-    return d
-
-
-def _skew_rows(ctx: Context, pg: str, at: dict[int, tuple[int, str | None]]) -> list[dict[str, Any]]:
-    out = []
-    for b in ctx.aligned:
-        if b.pg != pg:
-            continue
-        for r, t in b.by_rank.items():
-            if at.get(r, (None,))[0] == b.seq:
-                out.append(t.row)
-    return _first(out, 6)
 
 
 def _silence(ctx: Context, a: Aligned) -> Draft | list[Draft] | None:

@@ -27,6 +27,7 @@ class Scores:
     seq_skew_clear: float
     seq_skew_unclear: float
     seq_skew_far: float
+    seq_skew_one_sided: float
     silent_one: float
     silent_several: float
     silent_all_missing: float

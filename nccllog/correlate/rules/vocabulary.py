@@ -18,6 +18,7 @@ class Vocabulary:
     phase_words: tuple[str, ...]  # lower case; match case-insensitively
     stop_words: tuple[str, ...]  # case-sensitive
     reaction_stop_patterns: tuple[str, ...]  # pattern ids
+    one_sided_ops: frozenset[str]  # OpType names
     uncaught_markers: tuple[str, ...]  # case-sensitive
     unexplained_warn_patterns: tuple[str, ...]  # pattern ids
     virtual_iface: regex.Pattern[str]
@@ -41,6 +42,7 @@ def vocabulary() -> Vocabulary:
         phase_words=tuple(w.lower() for w in raw["phase_words"]),
         stop_words=tuple(raw["stop_words"]),
         reaction_stop_patterns=tuple(raw["reaction_stop_patterns"]),
+        one_sided_ops=frozenset(raw["one_sided_ops"]),
         uncaught_markers=tuple(raw["uncaught_markers"]),
         unexplained_warn_patterns=tuple(raw["unexplained_warn_patterns"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
