@@ -140,6 +140,28 @@ def test_a_skew_not_explained_by_a_one_sided_collective_stays_a_divergence(behin
     assert (v.category, v.culprit_ranks) == ("collective_mismatch", (0,))
 
 
+def test_an_all_gathers_sizes_bound_the_world_seen_only_in_part() -> None:
+    # Five ranks of a bigger job left lines; an all-gather's output holds 16 members' inputs.
+    log = Log()
+    for r in (3, 4, 6, 7, 8):
+        log.timeout(r, 731, op="_ALLGATHER_BASE", numel_in=5120, numel_out=81920)
+    inc = log.diagnose()
+    assert inc.world_size == 16
+    assert inc.verdict.culprit_ranks == ()
+
+
+def test_a_report_that_lost_its_sizes_neither_agrees_nor_disagrees() -> None:
+    # Lines cut before NumelIn (a wrapped paste) carry the op only: no size mismatch with the
+    # one report that kept its sizes.
+    log = world(Log(), 4)
+    log.timeout(0, 90, op="_ALLGATHER_BASE", numel_in=5120, numel_out=20480)
+    for r in (1, 2):
+        log.timeout(r, 90, op="_ALLGATHER_BASE", numel_in=None, numel_out=None)
+    inc = log.diagnose()
+    assert all(h.category != "collective_mismatch" for h in inc.hypotheses)
+    assert inc.verdict.culprit_ranks == (3,)
+
+
 def test_lone_reporter_with_silent_peers_unlogged_is_unknown() -> None:
     log = Log()
     log.init(0, 4)

@@ -18,6 +18,7 @@ import polars as pl
 
 from nccllog.correlate.frame import DEFAULT_PG, row_dicts
 from nccllog.correlate.ranks_state import Timeout
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.correlate.timeline import wait_began
 from nccllog.model import CollectiveRow
 
@@ -69,6 +70,23 @@ def collect_timeouts(ev: pl.DataFrame) -> list[Timeout]:
                 )
             )
     return out
+
+
+def group_size_floor(timeouts: list[Timeout]) -> int:
+    """The largest group size the timed-out all-gathers and reduce-scatters imply (an all-gather's
+    output holds every member's input, a reduce-scatter's input every member's output), or 0. No
+    group is bigger than the world, so this bounds the world size from below whichever group the
+    line belongs to."""
+    vocab = vocabulary()
+    best = 0
+    for t in timeouts:
+        n_in, n_out = t.numel_in, t.numel_out
+        if not n_in or not n_out or t.op is None:
+            continue
+        big, small = (n_out, n_in) if t.op in vocab.gather_ops else (n_in, n_out)
+        if (t.op in vocab.gather_ops or t.op in vocab.scatter_ops) and big % small == 0:
+            best = max(best, big // small)
+    return best
 
 
 @dataclass(frozen=True)

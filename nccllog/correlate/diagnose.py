@@ -20,7 +20,7 @@ import polars as pl
 from nccllog.attribution import MAX_RANKS, Topology
 from nccllog.correlate import earned, flight, network, opcounts, ras, results, setup, stacks, timeline
 from nccllog.correlate import wording as w
-from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members
+from nccllog.correlate.collectives import Aligned, align, collect_timeouts, group_members, group_size_floor
 from nccllog.correlate.frame import DEFAULT_PG, apply_offsets, prepare, row_dicts, whole_versions
 from nccllog.correlate.ranks_state import (
     RankState,
@@ -106,9 +106,11 @@ def diagnose(
     members = group_members(ev)
     aligned = align(timeouts, world, members)
     if why in WEAK_WORLD_EVIDENCE:
-        # More processes reported a default-group collective (Ray folds their lines) than the
-        # highest rank seen accounts for: the world is at least that big.
+        # More processes reported a default-group collective (Ray folds their lines), or an
+        # all-gather's sizes imply a bigger group, than the highest rank seen accounts for: the
+        # world is at least that big.
         biggest = max((a.size for a in aligned if a.pg == DEFAULT_PG), default=0)
+        biggest = max(biggest, group_size_floor(timeouts))
         if world_size is not None and biggest > world_size:
             world_size = biggest
             world = tuple(range(world_size))

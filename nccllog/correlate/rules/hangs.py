@@ -66,9 +66,16 @@ def hang(ctx: Context) -> list[Draft]:
 def _mismatch(ctx: Context, a: Aligned) -> Draft | None:
     """Same group and seq, different op or sizes: the odd one out."""
     sigs: dict[tuple[Any, ...], list[int]] = defaultdict(list)
-    for r, t in a.by_rank.items():
-        if t.primary and (t.op or t.numel_in is not None or t.shape):
-            sigs[t.signature].append(r)
+    reports = {
+        r: t for r, t in a.by_rank.items() if t.primary and (t.op or t.numel_in is not None or t.shape)
+    }
+    sized = {t.op for t in reports.values() if t.numel_in is not None or t.shape}
+    for r, t in reports.items():
+        # A report of an op whose sizes its line lost (cut, wrapped) agrees with no size and
+        # disagrees with none: only the reports that carry sizes are compared.
+        if t.numel_in is None and not t.shape and t.op in sized:
+            continue
+        sigs[t.signature].append(r)
     if len(sigs) < 2:
         return None
     split = outliers.odd_one_out(sigs)

@@ -19,6 +19,8 @@ class Vocabulary:
     stop_words: tuple[str, ...]  # case-sensitive
     reaction_stop_patterns: tuple[str, ...]  # pattern ids
     one_sided_ops: frozenset[str]  # OpType names
+    gather_ops: frozenset[str]
+    scatter_ops: frozenset[str]
     uncaught_markers: tuple[str, ...]  # case-sensitive
     unexplained_warn_patterns: tuple[str, ...]  # pattern ids
     virtual_iface: regex.Pattern[str]
@@ -43,6 +45,8 @@ def vocabulary() -> Vocabulary:
         stop_words=tuple(raw["stop_words"]),
         reaction_stop_patterns=tuple(raw["reaction_stop_patterns"]),
         one_sided_ops=frozenset(raw["one_sided_ops"]),
+        gather_ops=frozenset(raw["gather_ops"]),
+        scatter_ops=frozenset(raw["scatter_ops"]),
         uncaught_markers=tuple(raw["uncaught_markers"]),
         unexplained_warn_patterns=tuple(raw["unexplained_warn_patterns"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
