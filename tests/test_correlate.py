@@ -162,6 +162,21 @@ def test_a_report_that_lost_its_sizes_neither_agrees_nor_disagrees() -> None:
     assert inc.verdict.culprit_ranks == (3,)
 
 
+@pytest.mark.parametrize(
+    ("op", "seq", "named"),
+    [("BROADCAST", 1, ()), ("BROADCAST", 40, (0,)), ("ALLREDUCE", 1, (0,))],
+)
+def test_a_silent_rank_at_a_first_one_sided_collective_is_not_named(
+    op: str, seq: int, named: tuple[int, ...]
+) -> None:
+    # Rank 0 may be the broadcast's root that sent and moved on; before any collective completed
+    # the path between the GPUs is as likely as a late rank. Later, or in an all-reduce, it is late.
+    log = world(Log(), 2)
+    log.timeout(1, seq, op=op, numel=1)
+    v = log.diagnose().verdict
+    assert (v.category, v.culprit_ranks) == ("straggler_hang", named)
+
+
 def test_lone_reporter_with_silent_peers_unlogged_is_unknown() -> None:
     log = Log()
     log.init(0, 4)

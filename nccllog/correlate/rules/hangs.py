@@ -27,7 +27,7 @@ from nccllog.correlate.rules.base import (
 )
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
-from nccllog.correlate.rules.skew import seq_skew
+from nccllog.correlate.rules.skew import first_one_sided, seq_skew
 from nccllog.correlate.rules.timeouts import _config_or_straggler
 from nccllog.correlate.rules.wording import _sig_size
 from nccllog.model import CollectiveRef
@@ -45,6 +45,10 @@ def hang(ctx: Context) -> list[Draft]:
         if d is not None:
             drafts.append(d)
     silence = _silence(ctx, main)
+    if isinstance(silence, list):
+        silence = [first_one_sided(ctx, main, d) for d in silence]
+    elif silence is not None:
+        silence = first_one_sided(ctx, main, silence)
     stragglers = [d for d in (_enqueue_skew(ctx, main), _desync(ctx), _heartbeat(ctx)) if d]
     if isinstance(silence, list):
         drafts.extend(silence)

@@ -8,7 +8,7 @@ from typing import Any
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
-from nccllog.correlate.rules.base import Context, Draft, _first, evidence
+from nccllog.correlate.rules.base import Context, Draft, _first, _reporters_text, evidence
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.vocabulary import vocabulary
@@ -138,5 +138,40 @@ def _one_sided(
             "the network) never carried data."
         )
     d.evidence = [evidence(row) for row in _skew_rows(ctx, a.pg, at)]
+    d.remediation = steps("first_collective", ctx.versions)
+    return d
+
+
+def first_one_sided(ctx: Context, a: Aligned, d: Draft) -> Draft:
+    """A rank silent at its group's first collective, a one-sided one, where nothing had completed:
+    it may have been the side that only sends, done, with the data lost on a path never yet used.
+    Named "never reached" otherwise; here the logs do not say which, so no rank is named."""
+    if (
+        d.kind != "silent"
+        or not d.culprits
+        or a.seq is None
+        or a.seq > 1
+        or a.op not in vocabulary().one_sided_ops
+    ):
+        return d
+    if any(
+        (c := st.last_completed.get(a.pg)) is not None and c >= 1
+        for r in a.reporters
+        if (st := ctx.states.get(r))
+    ):
+        return d
+    silent, coll = d.culprits, w.collective(a.op, a.seq)
+    d.culprits, d.hosts = (), ()
+    d.score = min(d.score, S.seq_skew_one_sided)
+    d.summary = (
+        f"{_reporters_text(ctx, a).capitalize()} waited in {coll} of {w.pg_name(a.pg)}, the group's first collective; "
+        f"{w.ranks_phrase(silent)} did not report it: {'it' if len(silent) == 1 else 'they'} never reached it, or "
+        f"sent {'its' if len(silent) == 1 else 'their'} side and the data never arrived. The logs do not say which."
+    )
+    d.rules_out.append(
+        f"{a.op} completes on the side that only sends once its data is handed to the transport, and no "
+        f"collective of {w.pg_name(a.pg)} had completed before: a path between the GPUs that never carried data "
+        f"explains the silence of {w.ranks_phrase(silent)} as well as a late rank."
+    )
     d.remediation = steps("first_collective", ctx.versions)
     return d
