@@ -510,6 +510,52 @@ def test_port_errors_on_own_adapter_name_the_hosts_not_ranks() -> None:
     assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("network_ib", (), ("gpu-02",))
 
 
+def test_port_errors_on_every_host_name_no_host() -> None:
+    # Every machine's adapter failing alike is the fabric they share, not one NIC.
+    log = Log()
+    for r in range(16):
+        log.init(r, 16, host="gpu-02" if r >= 8 else "gpu-01")
+    for r in range(16):
+        log.add(
+            "network_ib",
+            rank=r,
+            host="gpu-02" if r >= 8 else "gpu-01",
+            at=20,
+            error="port error",
+            hca="mlx5_1",
+        )
+    v = log.diagnose().verdict
+    assert (v.category, v.culprit_ranks, v.culprit_hosts) == ("network_ib", (), ())
+    assert "every host" in v.summary
+
+
+def test_a_cuda_error_after_the_process_own_network_fault_follows_from_it() -> None:
+    # One process: its proxy's IB completion error, then an illegal memory access in the same
+    # file; the network fault is the cause.
+    log = Log()
+    for host, rank in (("node-x", 0), ("node-y", 4)):
+        log.add(
+            "network_ib",
+            rank=rank,
+            host=host,
+            pid=4100 + rank,
+            ib_status=12,
+            vendor_err=129,
+            source=f"{host}.log",
+        )
+    log.add(
+        "cuda_error",
+        rank=4,
+        host="node-y",
+        pid=4104,
+        source="node-y.log",
+        error="an illegal memory access was encountered",
+        category="cuda_error",
+    )
+    v = log.diagnose().verdict
+    assert v.category == "network_ib"
+
+
 def test_network_errors_after_a_peer_crash_are_the_cascade() -> None:
     log = _two_node_world(Log())
     log.add("crash_signal", rank=20, host="gpu-bad", at=10, signal_name="SIGSEGV", category="segfault_crash")

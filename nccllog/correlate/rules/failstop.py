@@ -5,6 +5,8 @@ from __future__ import annotations
 from collections import defaultdict
 from collections.abc import Sequence
 
+import polars as pl
+
 from nccllog.correlate import wording as w
 from nccllog.correlate.ranks_state import Failure, failure_order
 from nccllog.correlate.rules.base import (
@@ -39,6 +41,7 @@ def failstop(ctx: Context) -> list[Draft]:
     known = [st.failure for st in ctx.states.values() if st.failure is not None] + list(ctx.unattributed)
     fails = [f for f in fails if not _wraps_a_specific_failure(f, known)]
     fails = _without_explained_deaths(ctx, fails)
+    fails = _before_own_network_fault(ctx, fails)
     if not fails:
         return []
     groups: dict[str, list[Failure]] = defaultdict(list)
@@ -159,6 +162,28 @@ def _without_explained_deaths(ctx: Context, fails: list[Failure]) -> list[Failur
     if hung or not all(deaths):
         return [f for f, death in zip(fails, deaths, strict=True) if not death]
     return fails
+
+
+def _before_own_network_fault(ctx: Context, fails: list[Failure]) -> list[Failure]:
+    """``fails`` less those a process logged after its own transport failed earlier in the same
+    file (an IB completion error, a lost socket: the network rule's lines). NCCL aborts the
+    communicator on such an error, and what the process hits next (an illegal memory access of a
+    kernel left half done, an aborted collective) follows from it."""
+    net = (
+        ctx.ev.filter(
+            pl.col("signal").is_in(FAILSTOP_EXCLUDE[:2]) & (pl.col("_fw") > 0) & pl.col("pid").is_not_null()
+        )
+        .group_by("source", "pid")
+        .agg(pl.col("line").min())
+    )
+    if net.height == 0:
+        return fails
+    first = {(src, pid): line for src, pid, line in net.iter_rows()}
+    return [
+        f
+        for f in fails
+        if (line := first.get((f.row.get("source"), f.row.get("pid")))) is None or line >= f.row["line"]
+    ]
 
 
 def _culprits(

@@ -10,7 +10,15 @@ import polars as pl
 from nccllog.correlate import wording as w
 from nccllog.correlate.network import placeholder, strip_port
 from nccllog.correlate.ranks_state import failure_order
-from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence, writer_hosts
+from nccllog.correlate.rules.base import (
+    Context,
+    Draft,
+    _first,
+    _hosts_seen,
+    _remediation,
+    evidence,
+    writer_hosts,
+)
 from nccllog.correlate.rules.failstop import FAILSTOP_EXCLUDE
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
@@ -145,14 +153,24 @@ def _adapter_fault(r: dict[str, Any]) -> bool:
 def _local_fault(ctx: Context, local: dict[str, list[dict[str, Any]]], category: str, ib: bool) -> Draft:
     hosts = sorted(local, key=lambda h: (-len(local[h]), h))
     every = [r for h in hosts for r in local[h]]
-    d = Draft(category=category, culprits=(), hosts=tuple(sorted(hosts)), kind="network_local")
+    # On every host seen alike, the fault is in what they share (the switch, the fabric's
+    # settings), not in one machine: no host is named, as for a fail-stop on every machine.
+    everywhere = len(hosts) >= 2 and set(hosts) >= _hosts_seen(ctx)
+    d = Draft(
+        category=category, culprits=(), hosts=() if everywhere else tuple(sorted(hosts)), kind="network_local"
+    )
     d.score = S.network_local
     detail = _net_detail(every)
     counts = ", ".join(f"{h} ({len(local[h])})" for h in hosts[:5])
+    adapters = f"The {'InfiniBand' if ib else 'network'} adapter{'s' if len(hosts) > 1 else ''}"
     d.summary = (
-        f"The {'InfiniBand' if ib else 'network'} adapter{'s' if len(hosts) > 1 else ''} of {w.host_list(hosts)} "
-        f"reported faults on {'their' if len(hosts) > 1 else 'its'} own port{': ' + detail if detail else ''}; "
-        f"the link or NIC of {'those hosts' if len(hosts) > 1 else 'that host'} is the suspect."
+        f"{adapters} of every host seen ({w.host_list(hosts)}) reported faults on their own ports"
+        f"{': ' + detail if detail else ''}; a fault on every host points at what they share (the switch, the "
+        "fabric's settings such as the GID index, PFC or MTU) more than at one NIC."
+        if everywhere
+        else f"{adapters} of {w.host_list(hosts)} reported faults on {'their' if len(hosts) > 1 else 'its'} own "
+        f"port{': ' + detail if detail else ''}; the link or NIC of {'those hosts' if len(hosts) > 1 else 'that host'} "
+        "is the suspect."
     )
     d.rules_in.append(
         f"Adapter errors reported by the host itself, lines per host: {counts}. A port that goes down and up "
