@@ -186,3 +186,31 @@ def test_kubectl_pods_are_hosts_end_to_end(tmp_path: Path) -> None:
         (2, "trainer-worker-1"),
         (3, "trainer-worker-1"),
     }
+
+
+@pytest.mark.parametrize(
+    ("line", "pid", "message"),
+    [
+        # the ESC dropped on the way to a paste, a space in its place
+        (
+            " [36m(RayWorkerVllm pid=5085) [0m [E ProcessGroupNCCL.cpp:475] [Rank 4] Watchdog",
+            5085,
+            "[Rank 4] Watchdog",
+        ),
+        # a Windows console shows ESC as a left arrow
+        ("←[36m(RayWorkerWrapper pid=311, ip=10.1.2.3)←[0m INFO hello", 311, "INFO hello"),
+    ],
+)
+def test_colour_codes_that_lost_their_escape_still_leave_the_ray_prefix(
+    line: str, pid: int, message: str
+) -> None:
+    attrs = parse_line(line)
+    assert (attrs.pid, attrs.layers[0], attrs.message) == (pid, "ray", message)
+
+
+@pytest.mark.parametrize(
+    ("line", "kept"),
+    [("retry in [5m] [0m", "[5m]"), ("cache[0m hit", "cache[0m"), ("step [12m elapsed", "[12m")],
+)
+def test_bracketed_text_that_is_no_colour_code_stays(line: str, kept: str) -> None:
+    assert kept in parse_line(line).message

@@ -150,10 +150,19 @@ _RAY_SUFFIX = regex.compile(
 )
 
 
+# What is left of a colour code whose ESC was lost on the way to a paste: shown as `←` (a Windows
+# console's glyph for it) or dropped (`[36m(RayWorker pid=…) [0m …`, with the space the terminal
+# put in its place). Only where a reset `[0m` is on the line too, at a word's start, and not
+# before a `]` (`[5m]` is a duration).
+_SGR_REMNANT = regex.compile(r"(?:←|^ ?|(?<=\s))\[[0-9;]{0,12}m(?=[^\]]|$)", _A)
+
+
 def clean_text(text: str) -> str:
     """The line with terminal escape sequences and trailing CR/LF removed (the message's base)."""
     if "\x1b" in text or "\x9b" in text:
         text = _ESC.sub("", text)
+    if "[0m" in text:
+        text = _SGR_REMNANT.sub("", text)
     return text.rstrip("\r\n")
 
 
