@@ -80,11 +80,15 @@ def group_size_floor(timeouts: list[Timeout]) -> int:
     vocab = vocabulary()
     best = 0
     for t in timeouts:
-        n_in, n_out = t.numel_in, t.numel_out
-        if not n_in or not n_out or t.op is None:
+        if not t.numel_in or not t.numel_out:
             continue
-        big, small = (n_out, n_in) if t.op in vocab.gather_ops else (n_in, n_out)
-        if (t.op in vocab.gather_ops or t.op in vocab.scatter_ops) and big % small == 0:
+        if t.op in vocab.gather_ops:
+            big, small = t.numel_out, t.numel_in
+        elif t.op in vocab.scatter_ops:
+            big, small = t.numel_in, t.numel_out
+        else:
+            continue
+        if big % small == 0:
             best = max(best, big // small)
     return best
 

@@ -23,7 +23,8 @@ from nccllog.correlate.taxonomy import reports_sigkill
 from nccllog.model import Evidence
 from nccllog.vocab import ENV_CAUSES, Category, Signal
 
-FAILSTOP_EXCLUDE = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET, Signal.STORE_TIMEOUT)
+NETWORK_SIGNALS = (Signal.NETWORK_IB, Signal.NETWORK_SOCKET)
+FAILSTOP_EXCLUDE = (*NETWORK_SIGNALS, Signal.STORE_TIMEOUT)
 # lines of a process setting itself up (devices, transports, versions, settings), not running
 SETUP_SIGNALS = (Signal.INIT, Signal.BOOTSTRAP, Signal.ENV_SETTING, Signal.VERSION)
 
@@ -171,7 +172,7 @@ def _before_own_network_fault(ctx: Context, fails: list[Failure]) -> list[Failur
     kernel left half done, an aborted collective) follows from it."""
     net = (
         ctx.ev.filter(
-            pl.col("signal").is_in(FAILSTOP_EXCLUDE[:2]) & (pl.col("_fw") > 0) & pl.col("pid").is_not_null()
+            pl.col("signal").is_in(NETWORK_SIGNALS) & (pl.col("_fw") > 0) & pl.col("pid").is_not_null()
         )
         .group_by("source", "pid")
         .agg(pl.col("line").min())
