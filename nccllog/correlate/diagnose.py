@@ -109,8 +109,7 @@ def diagnose(
         # More processes reported a default-group collective (Ray folds their lines), or an
         # all-gather's sizes imply a bigger group, than the highest rank seen accounts for: the
         # world is at least that big.
-        biggest = max((a.size for a in aligned if a.pg == DEFAULT_PG), default=0)
-        biggest = max(biggest, group_size_floor(timeouts))
+        biggest = max([group_size_floor(timeouts), *(a.size for a in aligned if a.pg == DEFAULT_PG)])
         if world_size is not None and biggest > world_size:
             world_size = biggest
             world = tuple(range(world_size))

@@ -122,6 +122,15 @@ def _reporters_text(ctx: Context, a: Aligned) -> str:
     return named
 
 
+def _first_collective(ctx: Context, a: Aligned) -> bool:
+    """Whether ``a`` is its group's first collective, with no collective of the group completed
+    before it by any reporter: the path between the ranks had never carried data."""
+    if a.seq is None or a.seq > 1:
+        return False
+    done = (st.last_completed.get(a.pg) for r in a.reporters if (st := ctx.states.get(r)))
+    return all(c is None or c < 1 for c in done)
+
+
 def _timeout_rows(a: Aligned, n: int = 3) -> list[dict[str, Any]]:
     return _first((t.row for t in a.reports if t.primary), n) or _first((t.row for t in a.reports), n)
 

@@ -18,6 +18,7 @@ from nccllog.correlate.rules.base import (
     Draft,
     _active_after,
     _first,
+    _first_collective,
     _only_attributed_lines,
     _reporters_text,
     _silent_evidence,
@@ -45,15 +46,11 @@ def hang(ctx: Context) -> list[Draft]:
         if d is not None:
             drafts.append(d)
     silence = _silence(ctx, main)
-    if isinstance(silence, list):
-        silence = [first_one_sided(ctx, main, d) for d in silence]
-    elif silence is not None:
-        silence = first_one_sided(ctx, main, silence)
     stragglers = [d for d in (_enqueue_skew(ctx, main), _desync(ctx), _heartbeat(ctx)) if d]
     if isinstance(silence, list):
-        drafts.extend(silence)
+        drafts.extend(first_one_sided(ctx, main, d) for d in silence)
     elif silence is not None:
-        stragglers.append(silence)
+        stragglers.append(first_one_sided(ctx, main, silence))
     merged = _merge(stragglers)
     for d in merged:
         drafts.extend(_config_or_straggler(ctx, main, d))
@@ -443,15 +440,12 @@ def _nobody(ctx: Context, a: Aligned) -> Draft:
     """Every expected rank timed out in the same place: the logs name no culprit."""
     coll = w.collective(a.op, a.seq)
     n = a.size
-    completed = [st.last_completed.get(a.pg) for r in a.reporters if (st := ctx.states.get(r))]
     first = (
-        a.seq is not None
-        and a.seq <= 1
+        _first_collective(ctx, a)
         # "every rank waited" needs more than one rank saying so: one reporter of a group whose
         # other members left no line may be the one that entered alone
         and len(a.reporters) >= 2
         and (not a.silent or a.hidden >= len(a.silent))
-        and all(c is None or c < 1 for c in completed)
         and (not a.membership_known or n >= len(a.expected))
     )
     if first:

@@ -8,7 +8,7 @@ from typing import Any
 
 from nccllog.correlate import wording as w
 from nccllog.correlate.collectives import Aligned
-from nccllog.correlate.rules.base import Context, Draft, _first, _reporters_text, evidence
+from nccllog.correlate.rules.base import Context, Draft, _first, _first_collective, _reporters_text, evidence
 from nccllog.correlate.rules.remedies import steps
 from nccllog.correlate.rules.scores import S
 from nccllog.correlate.rules.vocabulary import vocabulary
@@ -149,15 +149,8 @@ def first_one_sided(ctx: Context, a: Aligned, d: Draft) -> Draft:
     if (
         d.kind != "silent"
         or not d.culprits
-        or a.seq is None
-        or a.seq > 1
         or a.op not in vocabulary().one_sided_ops
-    ):
-        return d
-    if any(
-        (c := st.last_completed.get(a.pg)) is not None and c >= 1
-        for r in a.reporters
-        if (st := ctx.states.get(r))
+        or not _first_collective(ctx, a)
     ):
         return d
     silent, coll = d.culprits, w.collective(a.op, a.seq)
