@@ -856,3 +856,52 @@ def test_an_nccl_warning_is_placed_by_the_part_of_nccl_that_wrote_it() -> None:
         "gpu-a:3311:3350 [0] transport/p2p.cc:238 NCCL WARN failed to ope\n"
     )
     assert v.category == "p2p_topology"
+
+
+_CUT_TRACEBACK = (
+    "gpu-h1: step 40 loss 1.92\n"
+    "gpu-h2: step 40 loss 1.95\n"
+    "gpu-h2: Traceback (most recent call last):\n"
+    'gpu-h2:   File "/srv/app/train.py", line 211, in <module>\n'
+    "gpu-h2:     build_index(cfg)\n"
+    'gpu-h2:   File "/srv/app/data/index.py", line 58, in build_'
+)
+
+
+def test_a_traceback_cut_before_its_exception_is_the_applications_error() -> None:
+    v = _verdict(_CUT_TRACEBACK)
+    assert (v.category, v.confidence) == ("other", "low")
+
+
+def test_a_cut_traceback_names_the_one_host_of_several_that_began_it() -> None:
+    init = "".join(
+        f"gpu-h{n}: gpu-h{n}:50{n}:50{n} [0] NCCL INFO comm 0x7f1{n} rank {n - 1} nranks 2 cudaDev 0 "
+        f"busId 1000 - Init COMPLETE\n"
+        for n in (1, 2)
+    )
+    v = _verdict(init + _CUT_TRACEBACK)
+    assert (v.category, v.culprit_hosts) == ("other", ("gpu-h2",))
+
+
+@pytest.mark.parametrize(
+    "extra",
+    [
+        # its frames ran through c10d's setup: the missing exception may be NCCL's
+        '  File "/usr/lib/python3/site-packages/torch/distributed/distributed_c10d.py", line 4018, in barrier\n',
+        # NCCL began setting up a communicator and never finished
+        "gpu-h2:88:88 [1] NCCL INFO comm 0x55d0 rank 1 nranks 2 cudaDev 1 busId 41000 - Init START\n",
+    ],
+)
+def test_a_cut_traceback_near_nccl_is_not_read_as_the_applications(extra: str) -> None:
+    assert _verdict(extra + _CUT_TRACEBACK).category == "unknown"
+
+
+def test_a_device_side_assertion_names_its_rank() -> None:
+    v = _verdict(
+        "[rank2]: /opt/src/aten/src/ATen/native/cuda/Indexing.cu:1236: indexSelectSmallIndex: block: [3,0,0], "
+        "thread: [17,0,0] Assertion `srcIndex < srcSelectDimSize` failed.\n"
+        "[rank0]:[E1104 08:12:44.117202 3301 ProcessGroupNCCL.cpp:616] [Rank 0] Watchdog caught collective "
+        "operation timeout: WorkNCCL(SeqNum=31, OpType=ALLREDUCE, NumelIn=4096, NumelOut=4096, "
+        "Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
+    )
+    assert (v.category, v.culprit_ranks) == ("cuda_error", (2,))

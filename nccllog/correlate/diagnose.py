@@ -148,6 +148,8 @@ def diagnose(
     ):
         drafts.extend(rule(ctx))
     drafts.extend(leftovers.leftovers(ctx, {d.category for d in drafts}))
+    if not drafts:
+        drafts.extend(leftovers.cut_traceback(ctx))
     verdict.reconcile(ctx, drafts)
     verdict.finish(ctx, drafts)
     earned.hold_unearned(ctx, drafts)

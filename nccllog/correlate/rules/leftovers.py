@@ -4,9 +4,11 @@ from __future__ import annotations
 
 import polars as pl
 
+from nccllog.correlate import earned
 from nccllog.correlate import wording as w
-from nccllog.correlate.rules.base import Context, Draft, _first, _remediation, evidence
+from nccllog.correlate.rules.base import Context, Draft, _first, _hosts_seen, _remediation, evidence
 from nccllog.correlate.rules.scores import S
+from nccllog.correlate.rules.vocabulary import vocabulary
 from nccllog.vocab import CATEGORY_TITLES, Severity, Signal
 
 
@@ -65,3 +67,51 @@ def _common_side(sub: pl.DataFrame) -> int | None:
         return None
     common = frozenset.intersection(*pairs)
     return next(iter(common)) if len(common) == 1 else None
+
+
+def cut_traceback(ctx: Context) -> list[Draft]:
+    """A traceback that began and was cut before its exception line, with nothing else failing.
+
+    A paste that stops inside a traceback still shows a process raising; with no NCCL warning, no
+    c10d frame, no NCCL setup left unfinished and no error line anywhere, that is the application's
+    own error (``other``), on the ranks or host that began it. Low confidence: the exception itself
+    is not there.
+    """
+    ev = ctx.ev
+    voc = vocabulary()
+    if ev.filter(
+        pl.col("severity").is_in([Severity.ERROR, Severity.CRITICAL])
+        | pl.col("signal").is_in([Signal.NCCL_RESULT, Signal.COMPLETION, *voc.cut_traceback_blockers])
+        | pl.col("pattern").is_in(list(voc.unexplained_warn_patterns))
+    ).height:
+        return []
+    heads = ev.filter(pl.col("pattern").is_in(list(earned.rules().unfinished_error_patterns)))
+    if not heads.height or _nccl_setup_unfinished(ev):
+        return []
+    d = Draft(category="other", culprits=(), kind="cut_traceback", score=S.leftover_base)
+    ranks = {int(r) for r in heads["rank"].drop_nulls().to_list()}
+    if ranks and ranks < set(ctx.seen):
+        d.culprits = tuple(sorted(ranks))
+    hosts = set(heads["host"].drop_nulls().to_list())
+    if hosts and not d.culprits and hosts < _hosts_seen(ctx):
+        d.hosts = tuple(sorted(hosts))
+    where = w.ranks_phrase(sorted(d.culprits), capital=True) if d.culprits else "A process"
+    if d.hosts:
+        where += f" on {w.host_list(list(d.hosts))}"
+    d.summary = (
+        f"{where} began a Python traceback that the log cuts before its exception line; "
+        "nothing else failed, so it is read as the application's own error."
+    )
+    d.rules_in.append(
+        f"{heads.height} traceback header(s), no error line, no NCCL warning and no c10d frame in the logs."
+    )
+    d.evidence = [evidence(r) for r in _first(heads.to_dicts(), 4)]
+    return [d]
+
+
+def _nccl_setup_unfinished(ev: pl.DataFrame) -> bool:
+    """NCCL logged (it was setting up) and no ``Init COMPLETE`` followed: a cut traceback may then be
+    NCCL's own failure."""
+    if not ev.filter(pl.col("pattern").str.starts_with("nccl.")).height:
+        return False
+    return "phase" not in ev.columns or not ev.filter(pl.col("phase") == "Init COMPLETE").height

@@ -23,6 +23,7 @@ class Vocabulary:
     scatter_ops: frozenset[str]
     uncaught_markers: tuple[str, ...]  # case-sensitive
     unexplained_warn_patterns: tuple[str, ...]  # pattern ids
+    cut_traceback_blockers: tuple[str, ...]  # signals
     virtual_iface: regex.Pattern[str]
     restrictive_settings: dict[str, tuple[str, ...]]
     xid_names: dict[int, str]
@@ -49,6 +50,7 @@ def vocabulary() -> Vocabulary:
         scatter_ops=frozenset(raw["scatter_ops"]),
         uncaught_markers=tuple(raw["uncaught_markers"]),
         unexplained_warn_patterns=tuple(raw["unexplained_warn_patterns"]),
+        cut_traceback_blockers=tuple(raw["cut_traceback_blockers"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
         restrictive_settings={k: tuple(v) for k, v in raw["restrictive_settings"].items()},
         xid_names={k: v["name"] for k, v in xid.items()},
