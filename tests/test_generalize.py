@@ -905,3 +905,22 @@ def test_a_device_side_assertion_names_its_rank() -> None:
         "Timeout(ms)=600000) ran for 600031 milliseconds before timing out.\n"
     )
     assert (v.category, v.culprit_ranks) == ("cuda_error", (2,))
+
+
+_STORE_RETRY = (
+    "[W socket.cpp:601] [c10d] The client socket has failed to connect to [trn-b04]:29511 "
+    "(errno: 22 - Invalid argument).\n"
+)
+
+
+def test_store_retries_before_the_group_formed_are_no_failure() -> None:
+    text = (
+        _STORE_RETRY * 3
+        + "distributed_backend=nccl\nAll distributed processes registered. Starting with 4 processes\n"
+    )
+    assert _verdict(text).category == "no_failure"
+
+
+def test_store_retries_with_no_group_formed_after_them_stay_a_rendezvous_problem() -> None:
+    text = "All distributed processes registered. Starting with 4 processes\n" + _STORE_RETRY * 3
+    assert _verdict(text).category == "bootstrap_rendezvous"

@@ -33,7 +33,9 @@ def rule(ctx: Context) -> list[Draft]:
 
 def bootstrap(ctx: Context) -> list[Draft]:
     """Store/rendezvous timeouts: who was waited for."""
-    rows = ctx.ev.filter((pl.col("signal") == Signal.STORE_TIMEOUT) & (pl.col("_fw") > 0)).to_dicts()
+    rows = _retries_that_failed(
+        ctx.ev.filter((pl.col("signal") == Signal.STORE_TIMEOUT) & (pl.col("_fw") > 0)), ctx.ev
+    )
     if not rows:
         return []
     named: Counter[int] = Counter()
@@ -99,6 +101,18 @@ def bootstrap(ctx: Context) -> list[Draft]:
     )
     d.rules_in.append("Store connect/wait timeouts before any collective ran.")
     return [d]
+
+
+def _retries_that_failed(rows: pl.DataFrame, ev: pl.DataFrame) -> list[dict[str, Any]]:
+    """The store lines that are failures: errors, and warnings (connect retries) that no line of a
+    formed process group follows in the same log. A retry before the group formed succeeded."""
+    done = ev.filter(pl.col("pattern").is_in(list(vocabulary().rendezvous_done_patterns)))
+    last_done = dict(done.group_by("source").agg(pl.col("_i").max()).iter_rows())
+    return [
+        r
+        for r in rows.to_dicts()
+        if r["severity"] != Severity.WARNING or r["_i"] > last_done.get(r["source"], -1)
+    ]
 
 
 def _awaited_rank(r: dict[str, Any]) -> int | None:

@@ -24,6 +24,7 @@ class Vocabulary:
     uncaught_markers: tuple[str, ...]  # case-sensitive
     unexplained_warn_patterns: tuple[str, ...]  # pattern ids
     cut_traceback_blockers: tuple[str, ...]  # signals
+    rendezvous_done_patterns: tuple[str, ...]  # pattern ids
     virtual_iface: regex.Pattern[str]
     restrictive_settings: dict[str, tuple[str, ...]]
     xid_names: dict[int, str]
@@ -51,6 +52,7 @@ def vocabulary() -> Vocabulary:
         uncaught_markers=tuple(raw["uncaught_markers"]),
         unexplained_warn_patterns=tuple(raw["unexplained_warn_patterns"]),
         cut_traceback_blockers=tuple(raw["cut_traceback_blockers"]),
+        rendezvous_done_patterns=tuple(raw["rendezvous_done_patterns"]),
         virtual_iface=regex.compile(rf"(?:^|[\s\]])({names}):|{raw['link_local']}"),
         restrictive_settings={k: tuple(v) for k, v in raw["restrictive_settings"].items()},
         xid_names={k: v["name"] for k, v in xid.items()},
