@@ -924,3 +924,8 @@ def test_store_retries_before_the_group_formed_are_no_failure() -> None:
 def test_store_retries_with_no_group_formed_after_them_stay_a_rendezvous_problem() -> None:
     text = "All distributed processes registered. Starting with 4 processes\n" + _STORE_RETRY * 3
     assert _verdict(text).category == "bootstrap_rendezvous"
+
+
+def test_a_cut_traceback_after_a_launcher_killed_its_workers_is_not_read_as_the_applications() -> None:
+    kill = "[2021-06-02 11:04:19,512] [INFO] [launch.py:131:sigkill_handler] Killing subprocess 40211\n"
+    assert _verdict(kill + _CUT_TRACEBACK).category == "unknown"

@@ -73,7 +73,8 @@ def cut_traceback(ctx: Context) -> list[Draft]:
     """A traceback that began and was cut before its exception line, with nothing else failing.
 
     A paste that stops inside a traceback still shows a process raising; with no NCCL warning, no
-    c10d frame, no NCCL setup left unfinished and no error line anywhere, that is the application's
+    c10d frame, no NCCL setup left unfinished, no launcher reporting a child's end and no error line
+    anywhere, that is the application's
     own error (``other``), on the ranks or host that began it. Low confidence: the exception itself
     is not there.
     """
