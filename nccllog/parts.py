@@ -48,7 +48,7 @@ from nccllog.ingest.reader import (
 from nccllog.ingest.sources import Source, expand_inputs
 from nccllog.ingest.unpack import sniff
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import prefilter_keywords, sampled_keep, sampled_keywords
+from nccllog.match.matcher import prefilter_keywords, sampled_first, sampled_keep, sampled_keywords
 from nccllog.model import Skipped
 
 PART_VERSION = 1
@@ -101,6 +101,7 @@ def keyword_digest(library: Library) -> str:
         "keywords": prefilter_keywords(library),
         "sampled": sampled_keywords(library),
         "keep": sampled_keep(library),
+        "first": sampled_first(library),
         "tail": TAIL_LINES,
         "sampled_keep": SAMPLED_KEEP,
         "max_line": MAX_LINE_BYTES,
@@ -127,6 +128,7 @@ def collect(
         prefilter_keywords(library),
         sampled=sampled_keywords(library),
         keep=sampled_keep(library),
+        keep_first=sampled_first(library),
         max_decompressed=max_decompressed,
         max_total_decompressed=max_total_decompressed,
         progress=progress,

@@ -140,6 +140,20 @@ def test_high_volume_lines_are_thinned_per_writing_process() -> None:
         assert sum(f"node-a:{pid}:" in t for t in kept) >= SAMPLED_KEEP
 
 
+def test_a_long_error_trace_keeps_where_it_started() -> None:
+    # NCCL's error trace: the first frame says where the failure began, the last ones where it ended.
+    frames = ["graph/xml.cc:850", "graph/topo.cc:696", "init.cc:1012", "init.cc:1548", "group.cc:64"]
+    frames += [f"group.cc:{n}" for n in range(400, 410)]
+    data = "".join(f"gn-4:311:340 [2] NCCL INFO {f} -> 2\n" for f in frames).encode()
+    read = read_sources([Source(name="r.log", data=data)], KEYWORDS, sampled=[".cc:"], keep_first=[".cc:"])
+    kept = [t.split(" INFO ")[1].split(" ->")[0] for t in read.lines["text"].to_list()]
+    # the writer's first and last SAMPLED_KEEP, and the file's last TAIL_LINES
+    assert kept == frames[:SAMPLED_KEEP] + frames[-(SAMPLED_KEEP + TAIL_LINES) :]
+    # without ``first``, only the last lines of the writer are kept
+    read = read_sources([Source(name="r.log", data=data)], KEYWORDS, sampled=[".cc:"])
+    assert not any("graph/xml.cc:850" in t for t in read.lines["text"].to_list())
+
+
 def test_a_keyword_can_keep_more_last_lines_than_the_default() -> None:
     # One writer's NCCL lines of two high-volume kinds: each kind is thinned on its own count.
     lines = []

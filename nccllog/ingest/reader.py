@@ -80,6 +80,7 @@ def read_sources(
     *,
     sampled: Sequence[str] = (),
     keep: Mapping[str, int] | None = None,
+    keep_first: Sequence[str] = (),
     keep_all: bool = False,
     max_decompressed: int = DEFAULT_MAX_DECOMPRESSED,
     max_total_decompressed: int = DEFAULT_MAX_TOTAL_DECOMPRESSED,
@@ -92,7 +93,8 @@ def read_sources(
     per-collective ``opCount`` lines) are counted, and only the last ``SAMPLED_KEEP`` of each writing
     process of each file (one console may interleave many ranks' NCCL lines)
     are kept: they matter for where each rank stopped, not one by one. ``keep`` gives other counts
-    for the lines of some of those keywords (the largest where a line has several).
+    for the lines of some of those keywords (the largest where a line has several); lines of a
+    ``keep_first`` keyword also keep each writer's first ``SAMPLED_KEEP``.
     ``keep_all`` keeps every line (for per-line attribution listings, not for analysis).
     ``progress(done, total)`` is called as input bytes (on disk, compressed) are consumed.
     Sources are opened by content (``unpack``): compressed data and archives are read whatever
@@ -105,6 +107,7 @@ def read_sources(
         tuple(keywords),
         tuple(k for k in sampled if k not in keywords),
         tuple(sorted((k, n) for k, n in (keep or {}).items() if k in sampled and k not in keywords)),
+        tuple(k for k in keep_first if k in sampled and k not in keywords),
     )
     frames: list[pl.DataFrame] = []
     stats: list[FileStats] = []
@@ -246,6 +249,7 @@ class _Keywords:
     always: tuple[str, ...]
     sampled: tuple[str, ...] = ()
     keep: tuple[tuple[str, int], ...] = ()  # sampled keywords kept other than SAMPLED_KEEP times
+    first: tuple[str, ...] = ()  # sampled keywords whose writers' first lines are kept too
 
     @property
     def all(self) -> list[str]:
@@ -291,25 +295,21 @@ def _filter(
 
 def _thin(frequent: pl.DataFrame, by: list[str], keywords: _Keywords) -> pl.DataFrame:
     """The last ``SAMPLED_KEEP`` high-volume lines of each writer (within ``by``), in line order;
-    lines of a keyword in ``keywords.keep`` are counted apart and kept that many times."""
+    lines of a keyword in ``keywords.keep`` are counted apart and kept that many times, and those of
+    a keyword in ``keywords.first`` keep the writer's first ``SAMPLED_KEEP`` too."""
     writer = pl.col("text").str.extract(_WRITER, 1).fill_null("").alias("_writer")
-    if not keywords.keep:
-        return (
-            frequent.with_columns(writer)
-            .group_by([*by, "_writer"], maintain_order=True)
-            .tail(SAMPLED_KEEP)
-            .drop("_writer")
-            .sort([*by, "line"])
-            .select(frequent.columns)
-        )
     limit: pl.Expr = pl.lit(SAMPLED_KEEP)
     for k, n in sorted(keywords.keep, key=lambda kn: kn[1]):  # the largest is tested first
         limit = pl.when(pl.col("text").str.contains(k, literal=True)).then(pl.lit(n)).otherwise(limit)
-    group = [*by, "_writer", "_keep"]
-    from_end = pl.len().over(group) - pl.int_range(pl.len()).over(group)
+    head: pl.Expr = pl.lit(False)
+    for k in keywords.first:
+        head = head | pl.col("text").str.contains(k, literal=True)
+    group = [*by, "_writer", "_keep", "_head"]
+    from_start = pl.int_range(pl.len()).over(group)
+    from_end = pl.len().over(group) - from_start
     return (
-        frequent.with_columns(writer, limit.alias("_keep"))
-        .filter(from_end <= pl.col("_keep"))
+        frequent.with_columns(writer, limit.alias("_keep"), head.alias("_head"))
+        .filter((pl.col("_head") & (from_start < SAMPLED_KEEP)) | (from_end <= pl.col("_keep")))
         .sort([*by, "line"])
         .select(frequent.columns)
     )

@@ -30,6 +30,7 @@ _OPTIONAL = (
     "fallback",
     "volume",
     "keep_last",
+    "keep_first",
     "unmatched",
     "weight",
     "witness",
@@ -73,6 +74,7 @@ class Pattern:
     fallback: bool = False  # only used when no other pattern matched the line
     high_volume: bool = False  # a line per collective/step: only the last lines of each file matter
     keep_last: int | None = None  # high volume: how many last lines of each writer the reader keeps
+    keep_first: bool = False  # high volume: the reader also keeps the first lines of each writer
     # "drop": a line that has this pattern's keyword but does not match is no event. For keywords
     # that also occur in ordinary log prefixes (`.py:` in c10's `run.py:793]`).
     drop_unmatched: bool = False
@@ -203,7 +205,7 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
     w = data.get("weight")
     if w is not None and (type(w) not in (int, float) or not 0 <= w <= 1 or "category" not in data):
         problems.append(f"{where}: weight {w!r} must be a number 0-1, with a category")
-    for key in ("witness", "banner"):
+    for key in ("witness", "banner", "keep_first"):
         if type(data.get(key, False)) is not bool:
             problems.append(f"{where}: {key} {data[key]!r} is not true or false")
     if data.get("unmatched", "keep") not in ("keep", "drop"):
@@ -213,6 +215,8 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         type(keep_last) is not int or not 1 <= keep_last <= 1000 or data.get("volume") != "high"
     ):
         problems.append(f"{where}: keep_last {keep_last!r} must be an integer 1-1000, with volume = 'high'")
+    if data.get("keep_first") is True and data.get("volume") != "high":
+        problems.append(f"{where}: keep_first needs volume = 'high'")
     if data["signal"] not in SIGNALS:
         problems.append(f"{where}: signal {data['signal']!r} is not a known signal")
     category = data.get("category")
@@ -294,6 +298,7 @@ def _load_file(path: Path, problems: list[str]) -> Pattern | None:
         fallback=bool(data.get("fallback", False)),
         high_volume=data.get("volume") == "high",
         keep_last=keep_last,
+        keep_first=data.get("keep_first") is True,
         drop_unmatched=data.get("unmatched") == "drop",
         weight=float(data["weight"]) if type(data.get("weight")) in (int, float) else None,
         witness=data.get("witness") is True,

@@ -116,6 +116,15 @@ def sampled_keep(library: Library) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
+def sampled_first(library: Library) -> list[str]:
+    """High-volume keywords whose patterns ask the reader to keep each writer's first lines as well
+    as its last (``keep_first``: where an NCCL error trace starts is where the failure did)."""
+    sampled = set(sampled_keywords(library))
+    return sorted(
+        {k for p in library.patterns if p.high_volume and p.keep_first for k in p.keywords} & sampled
+    )
+
+
 def events_schema(library: Library) -> dict[str, Any]:
     """Column -> dtype of the events table for this library (base, then fields sorted, then internal)."""
     schema = dict(EVENT_BASE_COLUMNS)
