@@ -229,6 +229,10 @@ def test_a_gpu_index_follows_the_nodes_block_of_ranks(tmp_path: Path) -> None:
         (["transport/net_ib.cc:1296 -> 6", "transport/net.cc:1137 -> 6"], "network_ib"),
         # Invalid usage says NCCL failed, not why: a failure of unknown cause, never an all-clear.
         (["transport/net_ib.cc:889 -> 5", "proxy.cc:1520 -> 5 [Proxy Thread]"], "unknown"),
+        # A system error while the topology was detected (/sys, NVML): the communicator's setup.
+        (["graph/xml.cc:650 -> 2", "graph/topo.cc:700 -> 2", "init.cc:990 -> 2"], "init_failure"),
+        # An internal error while the topology was searched: the communicator's setup.
+        (["graph/search.cc:1100 -> 3", "graph/connect.cc:480 -> 3", "init.cc:1210 -> 3"], "init_failure"),
     ],
 )
 def test_an_nccl_error_trace_alone_is_a_failure(chain: list[str], category: str) -> None:
@@ -929,3 +933,13 @@ def test_store_retries_with_no_group_formed_after_them_stay_a_rendezvous_problem
 def test_a_cut_traceback_after_a_launcher_killed_its_workers_is_not_read_as_the_applications() -> None:
     kill = "[2021-06-02 11:04:19,512] [INFO] [launch.py:131:sigkill_handler] Killing subprocess 40211\n"
     assert _verdict(kill + _CUT_TRACEBACK).category == "unknown"
+
+
+def test_a_trace_quotes_the_warning_it_carries_up() -> None:
+    text = (
+        "dgx-q1:880:901 [3] misc/nvmlwrap.cc:180 NCCL WARN nvmlDeviceGetHandleByPciBusId() failed: Not Found\n"
+        + "".join(f"dgx-q1:880:901 [3] NCCL INFO {f} -> 2\n" for f in ("graph/xml.cc:850", "init.cc:1548"))
+    )
+    v = _verdict(text)
+    assert v.category == "init_failure"
+    assert "nvmlDeviceGetHandleByPciBusId" in v.summary and "WARN" in v.evidence[0].text

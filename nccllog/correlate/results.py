@@ -13,6 +13,7 @@ from typing import Any
 
 import polars as pl
 
+from nccllog.correlate import wording as w
 from nccllog.correlate.rules.base import Context, Draft, evidence
 
 CHAIN_SCORE = 0.4  # a chain says that and roughly where NCCL failed, never why: low confidence
@@ -79,17 +80,37 @@ def result_chains(ctx: Context) -> list[Draft]:
         name = results()[int(first["code"])].name
         where = f"{first['src_file']}"
         procs = f"{len(rows)} process{'es' if len(rows) > 1 else ''}"
-        d.summary = (
-            f"NCCL failed with {name} in {where} ({procs}); no WARN line or exception saying why was kept."
-        )
+        warn = _warning_before(ctx.ev, first)
+        if warn is None:
+            d.summary = f"NCCL failed with {name} in {where} ({procs}); no WARN line or exception saying why was kept."
+            d.rules_out.append("A trace says where NCCL failed, not why: the WARN line before it would.")
+            d.collect.append(
+                "NCCL_DEBUG=WARN at least (INFO with NCCL_DEBUG_SUBSYS=INIT,NET), so the WARN line before the trace is kept."
+            )
+        else:
+            d.summary = (
+                f"NCCL failed with {name} in {where} ({procs}), right after it warned: "
+                f"{w.excerpt(warn['message'] or warn['text'], 100)}."
+            )
         d.rules_in.append(f"NCCL's error trace starts at {where} -> {first['code']} ({name}) in {procs}.")
-        d.rules_out.append("A trace says where NCCL failed, not why: the WARN line before it would.")
         d.evidence = [evidence(r, "where the error trace starts") for r in rows[:4]]
-        d.collect.append(
-            "NCCL_DEBUG=WARN at least (INFO with NCCL_DEBUG_SUBSYS=INIT,NET), so the WARN line before the trace is kept."
-        )
+        if warn is not None:
+            d.evidence.insert(0, evidence(warn, "the warning the trace carries up"))
         drafts.append(d)
     return drafts
+
+
+def _warning_before(ev: pl.DataFrame, start: dict[str, Any]) -> dict[str, Any] | None:
+    """The NCCL WARN its process logged just before a chain's first line (a WARN no pattern of its
+    own explains, so it placed nothing by itself), or None."""
+    rows = ev.filter(
+        (pl.col("signal") == "nccl_warn")
+        & pl.col("_i").is_between(start["_i"] - EXPLAIN_WINDOW, start["_i"] - 1)
+        & (pl.col("source") == start["source"])
+        & pl.col("host").eq_missing(start.get("host"))
+        & pl.col("pid").eq_missing(start.get("pid"))
+    )
+    return rows.sort("_i").row(-1, named=True) if rows.height else None
 
 
 def _explained(ev: pl.DataFrame, starts: list[dict[str, Any]]) -> set[int]:
