@@ -137,7 +137,35 @@ def test_kubectl_is_a_launcher_layer() -> None:
 
 def test_table_loads_every_layer_in_order() -> None:
     names = [x.name for x in layer_table.DECLARED]
-    assert names == ["kubectl", "rank", "mpi", "tee", "ray", "srun", "hostpid"]
+    assert names == ["kubectl", "rank", "mpi", "tee", "ray", "skypilot", "srun", "hostpid"]
+
+
+@pytest.mark.parametrize(
+    ("line", "host", "pid", "message"),
+    [
+        (
+            "(head, rank=0, pid=4120) NCCL version 2.18.1+cuda12.1",
+            "head",
+            4120,
+            "NCCL version 2.18.1+cuda12.1",
+        ),
+        (
+            "(worker2, rank=2, pid=3377, ip=10.4.0.12) [rank17]: Traceback (most recent call last):",
+            "worker2",
+            3377,
+            "Traceback (most recent call last):",
+        ),
+    ],
+)
+def test_skypilot_prefix_names_the_node_not_a_rank(line: str, host: str, pid: int, message: str) -> None:
+    a = parse_line(line)
+    assert (a.layers[0], a.host, a.pid, a.message) == ("skypilot", host, pid, message)
+    assert a.rank == (17 if "[rank17]" in line else None)
+
+
+@pytest.mark.parametrize("line", ["(head rank=0 pid=1) no commas", "(node1, rank=0, pid=12) not a role name"])
+def test_skypilot_near_misses(line: str) -> None:
+    assert "skypilot" not in parse_line(line).layers
 
 
 @pytest.mark.parametrize(
