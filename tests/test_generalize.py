@@ -943,3 +943,11 @@ def test_a_trace_quotes_the_warning_it_carries_up() -> None:
     v = _verdict(text)
     assert v.category == "init_failure"
     assert "nvmlDeviceGetHandleByPciBusId" in v.summary and "WARN" in v.evidence[0].text
+
+
+def test_tracebacks_cut_on_several_ranks_at_once_are_not_read_as_one_applications_error() -> None:
+    text = "".join(
+        f'[rank{r}]: Traceback (most recent call last):\n[rank{r}]:   File "/srv/app/fit.py", line 90, in <module>\n'
+        for r in (0, 1)
+    )
+    assert _verdict(text).category == "unknown"

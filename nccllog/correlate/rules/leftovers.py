@@ -74,9 +74,10 @@ def cut_traceback(ctx: Context) -> list[Draft]:
 
     A paste that stops inside a traceback still shows a process raising; with no NCCL warning, no
     c10d frame, no NCCL setup left unfinished, no launcher reporting a child's end and no error line
-    anywhere, that is the application's
-    own error (``other``), on the ranks or host that began it. Low confidence: the exception itself
-    is not there.
+    anywhere, that is the application's own error (``other``), on the rank or host that began it.
+    Tracebacks begun by several processes at once are a failure of the job's shared work (a
+    collective, a barrier) as often as the application's: no verdict from them. Low confidence: the
+    exception itself is not there.
     """
     ev = ctx.ev
     voc = vocabulary()
@@ -87,7 +88,7 @@ def cut_traceback(ctx: Context) -> list[Draft]:
     ).height:
         return []
     heads = ev.filter(pl.col("pattern").is_in(list(earned.rules().unfinished_error_patterns)))
-    if not heads.height or _nccl_setup_unfinished(ev):
+    if not heads.height or _nccl_setup_unfinished(ev) or _writers(heads) > 1:
         return []
     d = Draft(category="other", culprits=(), kind="cut_traceback", score=S.leftover_base)
     ranks = {int(r) for r in heads["rank"].drop_nulls().to_list()}
@@ -108,6 +109,15 @@ def cut_traceback(ctx: Context) -> list[Draft]:
     )
     d.evidence = [evidence(r) for r in _first(heads.to_dicts(), 4)]
     return [d]
+
+
+def _writers(heads: pl.DataFrame) -> int:
+    """How many processes began these tracebacks, by the most telling column they share (rank, then
+    host, then pid); one when none is known (a process may chain several tracebacks)."""
+    for col in ("rank", "host", "pid"):
+        if col in heads.columns and (n := heads[col].drop_nulls().n_unique()):
+            return int(n)
+    return 1
 
 
 def _nccl_setup_unfinished(ev: pl.DataFrame) -> bool:
