@@ -42,8 +42,8 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from bench.generate import Job, _c10, _failure_lines, _init_chatter, _progress, _size, write_tree
+from nccllog.match.keywords import prefilter_keywords
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import prefilter_keywords
 
 DEFAULT_CASES = (
     "1024x1MiB,16384x64KiB,65536x16KiB,1024x2MiB,2048x512KiB,1024x1MiB.gz,watchdog:256MiB,onefile:1000000"

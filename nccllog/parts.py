@@ -47,8 +47,8 @@ from nccllog.ingest.reader import (
 )
 from nccllog.ingest.sources import Source, expand_inputs
 from nccllog.ingest.unpack import sniff
+from nccllog.match.keywords import prefilter_keywords, sampled_first, sampled_keep, sampled_keywords
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import prefilter_keywords, sampled_first, sampled_keep, sampled_keywords
 from nccllog.model import Skipped
 
 PART_VERSION = 1

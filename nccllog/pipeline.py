@@ -29,14 +29,9 @@ from nccllog.ingest.reader import (
     read_sources,
 )
 from nccllog.ingest.sources import Source, display_name, expand_inputs
+from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import (
-    KEEP_FIRST,
-    MatchResult,
-    match_lines,
-    prefilter_keywords,
-    sampled_keywords,
-)
+from nccllog.match.matcher import KEEP_FIRST, MatchResult, match_lines
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path

@@ -31,8 +31,9 @@ from nccllog.ingest import timestamps
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
 from nccllog.match import matcher
+from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, Pattern, load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+from nccllog.match.matcher import match_lines
 from nccllog.pipeline import analyze
 
 LIBRARY: Library = load_library()

@@ -22,8 +22,9 @@ import pytest
 
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
+from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, builtin_pattern_dir, load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+from nccllog.match.matcher import match_lines
 
 
 def _files() -> dict[str, tuple[Path, dict[str, Any]]]:

@@ -9,8 +9,9 @@ import pytest
 
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
+from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, Pattern, load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+from nccllog.match.matcher import match_lines
 
 LIBRARY: Library = load_library()
 KEYWORDS = prefilter_keywords(LIBRARY)

@@ -21,8 +21,9 @@ from hypothesis import strategies as st
 from nccllog.ingest import reader
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
+from nccllog.match.keywords import prefilter_keywords
 from nccllog.match.library import load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords
+from nccllog.match.matcher import match_lines
 from nccllog.pipeline import InputError, analyze
 from nccllog.redact import redact
 from nccllog.render import FORMATS, render

@@ -77,8 +77,9 @@ def test_a_file_of_nul_bytes_is_a_hole() -> None:
 
 
 def test_only_the_last_progress_bar_redraw_is_matched() -> None:
+    from nccllog.match.keywords import prefilter_keywords, sampled_keywords
     from nccllog.match.library import load_library
-    from nccllog.match.matcher import match_lines, prefilter_keywords, sampled_keywords
+    from nccllog.match.matcher import match_lines
 
     lib = load_library()
     bar = "".join(

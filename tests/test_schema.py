@@ -12,8 +12,9 @@ from nccllog.attribution import resolve
 from nccllog.correlate.frame import FIELDS, prepare
 from nccllog.ingest.reader import read_sources
 from nccllog.ingest.sources import Source
+from nccllog.match.keywords import prefilter_keywords
 from nccllog.match.library import Library, load_library
-from nccllog.match.matcher import match_lines, prefilter_keywords
+from nccllog.match.matcher import match_lines
 from nccllog.pipeline import analyze_text
 
 LOG = "\n".join(

@@ -25,30 +25,11 @@ from nccllog.attribution.columns import INTERNAL_SCHEMA, internal_columns, line_
 from nccllog.attribution.layers import LineAttrs, forget_nccl_headers, launcher_prefix, parse_line
 from nccllog.attribution.paths import FileAttrs, attrs_from_path
 from nccllog.ingest.numbers import INT64_MAX
+from nccllog.match.keywords import ALERT_WORDS, sampled_keywords
 from nccllog.match.library import Library, Pattern
 from nccllog.match.shapes import number_blind, shape
 from nccllog.model import EVENT_BASE_COLUMNS, Skipped
 
-# Words that make an unmatched line worth reporting as an unknown template. They are also
-# prefilter keywords, so such lines reach the matcher.
-ALERT_WORDS: tuple[str, ...] = (
-    "NCCL WARN",
-    "ERROR",
-    "Error",
-    "error:",
-    "FATAL",
-    "Fatal",
-    "Traceback",
-    "Exception",
-    "failed",
-    "Failed",
-    "[E",
-    "[F",
-    "[W",
-    "Killed",
-    "Segmentation fault",
-    "Aborted",
-)
 WARNING_LEVELS = frozenset({"W", "WARN", "WARNING"})
 QUIET_LEVELS = frozenset({"W", "I", "V", "D", "WARN", "INFO", "TRACE", "WARNING", "DEBUG"})
 MEMO_SIZE = 16384  # distinct messages whose matches are remembered (the memo is cleared when full)
@@ -84,45 +65,6 @@ class MatchResult:
     overflow_fields: int  # integer fields that did not fit in 64 bits and became null
     timed_out: tuple[Skipped, ...] = ()  # per file, the lines whose matching ran out of time
     thinned_lines: int = 0  # matched lines left out: repeats of one writer and pattern (KEEP_FIRST)
-
-
-def prefilter_keywords(library: Library) -> list[str]:
-    """The keywords whose lines the reader always keeps: the library's plus the alert words.
-
-    Keywords that only high-volume patterns use are left out; see ``sampled_keywords``.
-    """
-    sampled = set(sampled_keywords(library))
-    return sorted((set(library.keywords) - sampled) | set(ALERT_WORDS))
-
-
-def sampled_keywords(library: Library) -> list[str]:
-    """Keywords used only by high-volume patterns: the reader keeps the last such lines per file."""
-    normal = {k for p in library.patterns if not p.high_volume for k in p.keywords}
-    return sorted(
-        {k for p in library.patterns if p.high_volume for k in p.keywords} - normal - set(ALERT_WORDS)
-    )
-
-
-def sampled_keep(library: Library) -> dict[str, int]:
-    """High-volume keywords whose patterns ask the reader to keep more (or fewer) last lines per writer
-    than its default (``keep_last``); the largest ask wins."""
-    sampled = set(sampled_keywords(library))
-    out: dict[str, int] = {}
-    for p in library.patterns:
-        if p.high_volume and p.keep_last is not None:
-            for k in p.keywords:
-                if k in sampled:
-                    out[k] = max(out.get(k, 0), p.keep_last)
-    return dict(sorted(out.items()))
-
-
-def sampled_first(library: Library) -> list[str]:
-    """High-volume keywords whose patterns ask the reader to keep each writer's first lines as well
-    as its last (``keep_first``: where an NCCL error trace starts is where the failure did)."""
-    sampled = set(sampled_keywords(library))
-    return sorted(
-        {k for p in library.patterns if p.high_volume and p.keep_first for k in p.keywords} & sampled
-    )
 
 
 def events_schema(library: Library) -> dict[str, Any]:
