@@ -141,25 +141,18 @@ def test_table_loads_every_layer_in_order() -> None:
 
 
 @pytest.mark.parametrize(
-    ("line", "host", "pid", "message"),
+    ("line", "message"),
     [
-        (
-            "(head, rank=0, pid=4120) NCCL version 2.18.1+cuda12.1",
-            "head",
-            4120,
-            "NCCL version 2.18.1+cuda12.1",
-        ),
+        ("(head, rank=0, pid=4120) NCCL version 2.18.1+cuda12.1", "NCCL version 2.18.1+cuda12.1"),
         (
             "(worker2, rank=2, pid=3377, ip=10.4.0.12) [rank17]: Traceback (most recent call last):",
-            "worker2",
-            3377,
             "Traceback (most recent call last):",
         ),
     ],
 )
-def test_skypilot_prefix_names_the_node_not_a_rank(line: str, host: str, pid: int, message: str) -> None:
+def test_skypilot_prefix_is_stripped_and_names_no_rank(line: str, message: str) -> None:
     a = parse_line(line)
-    assert (a.layers[0], a.host, a.pid, a.message) == ("skypilot", host, pid, message)
+    assert (a.layers[0], a.ip, a.message, a.pid, a.host) == ("skypilot", None, message, None, None)
     assert a.rank == (17 if "[rank17]" in line else None)
 
 
