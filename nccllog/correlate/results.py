@@ -103,33 +103,39 @@ def result_chains(ctx: Context) -> list[Draft]:
 def _warning_before(ev: pl.DataFrame, start: dict[str, Any]) -> dict[str, Any] | None:
     """The NCCL WARN its process logged just before a chain's first line (a WARN no pattern of its
     own explains, so it placed nothing by itself), or None."""
-    rows = ev.filter(
-        (pl.col("signal") == "nccl_warn")
-        & pl.col("_i").is_between(start["_i"] - EXPLAIN_WINDOW, start["_i"] - 1)
-        & (pl.col("source") == start["source"])
-        & pl.col("host").eq_missing(start.get("host"))
-        & pl.col("pid").eq_missing(start.get("pid"))
-    )
-    return rows.sort("_i").row(-1, named=True) if rows.height else None
+    return _just_before(ev, [start], pl.col("signal") == "nccl_warn").get(start["_i"])
 
 
 def _explained(ev: pl.DataFrame, starts: list[dict[str, Any]]) -> set[int]:
     """The chain starts (``_i``) whose process logged a WARN or error with a cause of its own just
-    before them (the line the chain carries up): such a chain is no evidence of another cause.
-    One join for every chain, not a scan of the events per chain."""
-    if not starts:
-        return set()
-    key = ["source", "host", "pid"]
-    told = ev.filter(
+    before them (the line the chain carries up): such a chain is no evidence of another cause."""
+    told = (
         pl.col("severity").is_in(["error", "critical"])
         & pl.col("category").is_not_null()
         & (pl.col("signal") != "nccl_result")
-    ).select(*key, told=pl.col("_i"))
+    )
+    return set(_just_before(ev, starts, told))
+
+
+def _just_before(ev: pl.DataFrame, starts: list[dict[str, Any]], lines: pl.Expr) -> dict[int, dict[str, Any]]:
+    """For each chain start (by ``_i``), the last of ``lines`` that its process (source, host, pid)
+    logged within ``EXPLAIN_WINDOW`` events before it. One join for every chain, not a scan of the
+    events per chain."""
+    if not starts:
+        return {}
+    key = ["source", "host", "pid"]
+    told = ev.filter(lines).select(*key, told=pl.col("_i"))
     chains = pl.DataFrame(
         [{k: r.get(k) for k in [*key, "_i"]} for r in starts],
         schema={k: ev.schema[k] for k in [*key, "_i"]},
     )
-    near = chains.join(told, on=key, nulls_equal=True).filter(
-        pl.col("told").is_between(pl.col("_i") - EXPLAIN_WINDOW, pl.col("_i") - 1)
+    near = (
+        chains.join(told, on=key, nulls_equal=True)
+        .filter(pl.col("told").is_between(pl.col("_i") - EXPLAIN_WINDOW, pl.col("_i") - 1))
+        .group_by("_i")
+        .agg(pl.col("told").max())
     )
-    return set(near["_i"].to_list())
+    if not near.height:
+        return {}
+    rows = {r["_i"]: r for r in ev.filter(pl.col("_i").is_in(near["told"].implode())).iter_rows(named=True)}
+    return {int(i): rows[t] for i, t in near.iter_rows()}

@@ -106,6 +106,8 @@ def bootstrap(ctx: Context) -> list[Draft]:
 def _retries_that_failed(rows: pl.DataFrame, ev: pl.DataFrame) -> list[dict[str, Any]]:
     """The store lines that are failures: errors, and warnings (connect retries) that no line of a
     formed process group follows in the same log. A retry before the group formed succeeded."""
+    if not rows.height:
+        return []
     done = ev.filter(pl.col("pattern").is_in(list(vocabulary().rendezvous_done_patterns)))
     last_done = dict(done.group_by("source").agg(pl.col("_i").max()).iter_rows())
     return [
