@@ -317,6 +317,13 @@ _common_report_options = [
     ),
     *_read_limit_options,
     click.option(
+        "--processes",
+        "-j",
+        type=click.IntRange(min=1),
+        help="Processes that match lines (default: the cores this one may use, at most 8). Workers "
+        "start only for large jobs (about 50,000 candidate lines each); the report is the same.",
+    ),
+    click.option(
         "--strict",
         is_flag=True,
         help="Exit 2 when an input named cannot be read (missing, unreadable), even next to good ones.",
@@ -435,6 +442,7 @@ def _run(
     pattern_dirs: Sequence[str],
     max_decompressed: int,
     max_total_decompressed: int,
+    processes: int | None,
     strict: bool,
     traceback: bool,
     paste: bool = False,
@@ -455,6 +463,7 @@ def _run(
                 max_total_decompressed=max_total_decompressed,
                 progress=progress,
                 phase=phase,
+                processes=processes,
             )
         _check_inputs(incident, strict)
         _report(

@@ -32,6 +32,7 @@ from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, load_library
 from nccllog.match.matcher import KEEP_FIRST, MatchResult, match_lines
+from nccllog.match.parallel import match_lines_parallel
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -75,6 +76,7 @@ def analyze(
     library: Library | None = None,
     progress: Callable[[int, int], None] | None = None,
     phase: Callable[[str], None] | None = None,
+    processes: int | None = None,
 ) -> Incident:
     """Analyse log files, directories, globs or ``-`` (standard input) and return the Incident.
 
@@ -86,7 +88,8 @@ def analyze(
     file or archive member, ``max_total_decompressed`` all of them together. ``phase`` is called
     with the name of each stage as it starts (``reading``, ``matching``, ``correlating``). Raises
     ``nccllog.Error`` (``InputError`` when nothing is analysable, ``PatternLibraryError``,
-    ``UsageError``).
+    ``UsageError``). ``processes`` is how many processes match lines (None: the cores this
+    process may use, at most 8; a worker starts only for a large job, see match/parallel.py).
     """
     lib = library or load_library(_pattern_dirs(patterns))
     sources, skipped = _sources(inputs, stdin)
@@ -111,7 +114,7 @@ def analyze(
         raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
     if phase is not None:
         phase("matching")
-    matched = match_lines(read.lines, lib)
+    matched = match_lines_parallel(read.lines, lib, processes=processes)
     # Matched: from here on only the files' statistics are read, not their lines (memory).
     read = ReadResult(lines=read.lines.clear(), stats=read.stats)
     if phase is not None:

@@ -96,6 +96,9 @@ class Library:
     keyword_patterns: dict[str, tuple[int, ...]] = field(default_factory=dict)
     field_types: dict[str, str] = field(default_factory=dict)
     quiet_keywords: frozenset[str] = frozenset()  # keywords only of patterns that drop unmatched lines
+    # The folders it was loaded from, built-in first: a matching worker process loads the same
+    # library from them (match/parallel.py); empty for a library built another way.
+    dirs: tuple[str, ...] = ()
 
     @property
     def failure_weights(self) -> dict[str, float]:
@@ -177,6 +180,7 @@ def load_library(extra_dirs: Iterable[str | Path] = (), *, builtin: bool = True)
         keyword_patterns={k: tuple(v) for k, v in sorted(index.items())},
         field_types=dict(sorted(field_types.items())),
         quiet_keywords=frozenset(k for k, v in index.items() if all(patterns[i].drop_unmatched for i in v)),
+        dirs=tuple(str(d.resolve()) for d in dirs),
     )
 
 

@@ -475,7 +475,7 @@ class _EventBuilder:
         self._flush()
         if not self.frames:
             return pl.DataFrame(schema=self.schema)
-        out = _concat_by_column(self.frames, self.schema)
+        out = concat_columns(self.frames, self.schema)
         if self.out_of_order:  # rows kept back (the last of a writer's repeats) go back in place
             out = out.sort(pl.concat(self.orders), maintain_order=True)
         return out
@@ -484,10 +484,10 @@ class _EventBuilder:
 _Row = tuple[str, int, str, LineAttrs, FileAttrs, Pattern | None, Mapping[str, Any], str | None]
 
 
-def _concat_by_column(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
-    """``pl.concat(frames, rechunk=True)``, a column at a time, emptying ``frames``: each column's
-    parts go once it is joined (one column held twice, not the table); a column null in every
-    frame stays a polars scalar column (no memory per row)."""
+def concat_columns(frames: list[pl.DataFrame], schema: dict[str, Any]) -> pl.DataFrame:
+    """``pl.concat(frames, rechunk=True)`` of frames with ``schema``'s columns, a column at a time,
+    emptying ``frames``: each column's parts go once it is joined (one column held twice, not the
+    table); a column null in every frame stays a polars scalar column (no memory per row)."""
     height = sum(f.height for f in frames)
     columns: list[pl.Series] = []
     nulls: list[pl.Expr] = []
