@@ -13,7 +13,7 @@ from typing import IO, ParamSpec, TypeVar
 
 import polars as pl
 
-from nccllog import parts
+from nccllog import parts, spread
 from nccllog.advice import advise
 from nccllog.attribution import resolve
 from nccllog.correlate import flight, jobs
@@ -22,6 +22,7 @@ from nccllog.correlate.rank_status import classify
 from nccllog.correlate.timeline import unaligned_hosts
 from nccllog.errors import InputError, UsageError
 from nccllog.ingest import flight as flight_dumps
+from nccllog.ingest.flight import Dump
 from nccllog.ingest.reader import (
     DEFAULT_MAX_DECOMPRESSED,
     DEFAULT_MAX_TOTAL_DECOMPRESSED,
@@ -32,7 +33,6 @@ from nccllog.ingest.sources import Source, display_name, expand_inputs
 from nccllog.match.keywords import prefilter_keywords, sampled_keywords
 from nccllog.match.library import Library, load_library
 from nccllog.match.matcher import KEEP_FIRST, MatchResult, match_lines
-from nccllog.match.parallel import match_lines_parallel
 from nccllog.model import Coverage, Incident, Skipped
 
 PathLike = str | Path
@@ -96,27 +96,8 @@ def analyze(
     names = tuple(s.name for s in sources) if sources and sources[0].name == PASTE_NAME else _names(inputs)
     if not sources:
         raise InputError.nothing(skipped)
-    if phase is not None:
-        phase("reading")
-    # Parts (nccllog extract), dumps and logs, told apart by content; parts merged per file.
-    got = parts.collect(
-        sources,
-        skipped,
-        lib,
-        max_decompressed=max_decompressed,
-        max_total_decompressed=max_total_decompressed,
-        progress=progress,
-    )
-    read, dumps, skipped = got.read, list(got.dumps), list(got.skipped)
-    del got  # it holds the candidate lines too
-    if not dumps and not any(st.lines or not st.skipped for st in read.stats):
-        # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
-        raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
-    if phase is not None:
-        phase("matching")
-    matched = match_lines_parallel(read.lines, lib, processes=processes)
-    # Matched: from here on only the files' statistics are read, not their lines (memory).
-    read = ReadResult(lines=read.lines.clear(), stats=read.stats)
+    limits = {"max_decompressed": max_decompressed, "max_total_decompressed": max_total_decompressed}
+    read, dumps, skipped, matched = _read_and_match(sources, skipped, lib, limits, processes, progress, phase)
     if phase is not None:
         phase("correlating")
     mtimes = {st.source: st.mtime for st in read.stats if st.mtime}
@@ -146,6 +127,46 @@ def analyze(
             incident, coverage=dataclasses.replace(coverage, notes=(*incident.coverage.notes, why))
         )
     return classify(advise(_with_unaligned_hosts(incident), lib))
+
+
+def _read_and_match(
+    sources: list[Source],
+    skipped: list[Skipped],
+    lib: Library,
+    limits: dict[str, int],
+    processes: int | None,
+    progress: Callable[[int, int], None] | None,
+    phase: Callable[[str], None] | None,
+) -> tuple[ReadResult, list[Dump], list[Skipped], MatchResult]:
+    """The per-file stages: the files' statistics (their candidate lines let go once matched),
+    dumps, what was skipped, and the matched lines; on several processes for a large job."""
+    if phase is not None:
+        phase("reading")
+    both = spread.read_and_match(
+        sources,
+        skipped,
+        lib,
+        max_decompressed=limits["max_decompressed"],
+        max_total_decompressed=limits["max_total_decompressed"],
+        processes=processes,
+        progress=progress,
+    )
+    if both is not None:
+        got, matched = both.extraction, both.matched
+    else:
+        # Parts (nccllog extract), dumps and logs, told apart by content; parts merged per file.
+        got = parts.collect(sources, skipped, lib, **limits, progress=progress)
+    read, dumps, skipped = got.read, list(got.dumps), list(got.skipped)
+    del got  # it holds the candidate lines too
+    if not dumps and not any(st.lines or not st.skipped for st in read.stats):
+        # Every source was skipped whole while reading (binary, unreadable, corrupt archive).
+        raise InputError.nothing([*skipped, *(s for st in read.stats for s in st.skipped)])
+    if phase is not None:
+        phase("matching")
+    if both is None:
+        matched = spread.match_lines_parallel(read.lines, lib, processes=processes)
+    # Matched: from here on only the files' statistics are read, not their lines (memory).
+    return ReadResult(lines=read.lines.clear(), stats=read.stats), dumps, skipped, matched
 
 
 def attribute(

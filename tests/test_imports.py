@@ -31,16 +31,18 @@ LEVELS: dict[str, int] = {
     "render": 9,
     # the entry points
     "parts": 6,  # reads candidate lines like ingest, checked against the pattern library's keywords
-    "pipeline": 10,
-    "ray_extract": 10,
-    "cli": 11,
-    "__init__": 12,
-    "__main__": 13,
+    "spread": 10,  # reading and matching on several processes, for the pipeline
+    "pipeline": 11,
+    "ray_extract": 11,
+    "cli": 12,
+    "__init__": 13,
+    "__main__": 14,
 }
 
 
-# The command line is one unit in three files (cli.py uses cli_inspect.py and registers cli_scale.py).
-SAME_UNIT = {"cli_scale": "cli", "cli_inspect": "cli"}
+# The command line is one unit in three files (cli.py uses cli_inspect.py and registers cli_scale.py);
+# spread.py and the worker process it starts (spread_worker.py) are one unit.
+SAME_UNIT = {"cli_scale": "cli", "cli_inspect": "cli", "spread_worker": "spread"}
 
 
 def _unit(path: Path) -> str:

@@ -72,6 +72,7 @@ class ReadResult:
 
     lines: pl.DataFrame  # CANDIDATE_SCHEMA, ordered by source then line
     stats: tuple[FileStats, ...]
+    decompressed: int = 0  # bytes inflated, counted against the limit over all inputs
 
 
 def read_sources(
@@ -147,7 +148,7 @@ def read_sources(
             lines = lines.sort("source", "line", maintain_order=True)
     else:
         lines = pl.DataFrame(schema=CANDIDATE_SCHEMA)
-    return ReadResult(lines=lines, stats=tuple(stats))
+    return ReadResult(lines=lines, stats=tuple(stats), decompressed=budget.used)
 
 
 def in_file_order(rows: pl.DataFrame) -> bool:
