@@ -7,8 +7,8 @@ the tables one process gives, row for row. The runs wait in one queue; the main 
 each worker take the next run as they finish one, so a worker that starts late or a slow run
 delays no one.
 
-A worker is ``python -m nccllog.spread_worker``: a process of its own, so no fork of a process
-that runs polars' threads and no re-import of the caller's script. Lines and events travel as
+A worker runs ``nccllog.spread_worker`` in a process of its own, with the caller's module path:
+no fork of a process that runs polars' threads, and no re-import of the caller's script. Lines and events travel as
 Arrow IPC over its pipes, a run's file statistics and dumps as a part (parts.py, validated as
 any part is), the rest as JSON; nothing is unpickled. It loads the library from the folders the
 caller's came from and checks that it is the same one (a fingerprint of its patterns).
@@ -351,15 +351,13 @@ class _Pool:
         message: Callable[[int], tuple[dict[str, Any], bytes]],
         answer: Callable[[int, list[bytes]], Any],
     ) -> None:
-        package_root = str(Path(__file__).resolve().parent.parent)
-        path = os.pathsep.join(filter(None, [package_root, os.environ.get("PYTHONPATH")]))
         try:
+            # The worker imports what this process imports: its module path is this one's.
             proc = subprocess.Popen(
-                [sys.executable, "-m", "nccllog.spread_worker"],
+                [sys.executable, "-c", _BOOT, json.dumps(sys.path)],
                 stdin=subprocess.PIPE,
                 stdout=subprocess.PIPE,
                 stderr=subprocess.DEVNULL,
-                env={**os.environ, "PYTHONPATH": path},
             )
         except OSError:
             return  # its runs are done by the others
@@ -383,6 +381,7 @@ class _Pool:
             proc.wait()
 
 
+_BOOT = "import json, sys; sys.path[:] = json.loads(sys.argv[1]); from nccllog.spread_worker import main; sys.exit(main())"
 REPLY_PARTS = {"lines": 2, "files": 4}  # messages a worker sends back for a run of each kind
 
 
