@@ -158,11 +158,15 @@ def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None)
         .then(pl.coalesce(exit_cat, pl.col("category"), pl.lit("other")))
         .otherwise(pl.coalesce(pl.col("category"), mapped, pl.lit("other")))
     )
-    category, weight = taxonomy.place(category, weight.fill_null(0.0))
+    # computed once each: polars evaluates an expression again wherever it is used
+    ev = ev.with_columns(
+        _fw=weight.fill_null(0.0), _fcat=category, **{taxonomy.PLACE_TEXT: taxonomy.place_text()}
+    )
+    category, weight = taxonomy.place("_fcat", "_fw")
     if weights:
         own = pl.col("pattern").replace_strict(weights, default=None, return_dtype=pl.Float64)
         weight = pl.coalesce(own, weight)
-    return taxonomy.place_by_frame(ev.with_columns(_fw=weight, _fcat=category))
+    return taxonomy.place_by_frame(ev.with_columns(_fw=weight, _fcat=category).drop(taxonomy.PLACE_TEXT))
 
 
 @dataclass(frozen=True)

@@ -77,23 +77,39 @@ def _sigkill_words(alone: bool) -> tuple[str, ...]:
     return tuple(w.lower() for p in placements() if p.killed and (p.alone or not alone) for w in p.words)
 
 
-def place(category: pl.Expr, weight: pl.Expr) -> tuple[pl.Expr, pl.Expr]:
-    """``category`` and ``weight`` of each events row, re-placed where a taxonomy class fits its text."""
+PLACE_TEXT = "_ptext"  # the column ``place`` reads: ``place_text()``, computed once per table
+
+
+def place_text() -> pl.Expr:
+    """The text ``place`` searches: a row's line without the boilerplate, for the rows a class can
+    move (its signal is a class's, and its text holds one of the classes' words), else null: most
+    rows are searched once, for any word, and never cut or searched again."""
     sig = pl.col("signal")
-    # only the rows of a class's signals are read: the text of the others (most rows) is never searched
     signals = sorted({s for p in placements() for s in p.signals})
-    text: pl.Expr = pl.when(sig.is_in(signals)).then(pl.col("text").fill_null(""))
+    words = sorted({w for p in placements() for w in p.words})
+    raw = pl.col("text").fill_null("")
+    text: pl.Expr = pl.when(
+        sig.is_in(signals) & raw.str.contains_any(words, ascii_case_insensitive=True)
+    ).then(raw)
     cut = boilerplate()
     if cut:
         text = text.str.replace(r"(?:" + "|".join(regex.escape(c) for c in cut) + r").*$", "")
+    return text.alias(PLACE_TEXT)
+
+
+def place(category: str, weight: str) -> tuple[pl.Expr, pl.Expr]:
+    """The columns ``category`` and ``weight`` of each events row, re-placed where a taxonomy class
+    fits its text (the column ``PLACE_TEXT``). Each class reads columns, not expressions: polars
+    would evaluate an expression again in every class's test."""
+    sig, text = pl.col("signal"), pl.col(PLACE_TEXT)
     # Built from the last class outwards, so the first class that fits a line wins.
-    placed_cat, placed_w = category, weight
+    placed_cat, placed_w = pl.col(category), pl.col(weight)
     for p in reversed(placements()):
         fits = sig.is_in(list(p.signals)) & text.str.contains_any(list(p.words), ascii_case_insensitive=True)
         if p.over:
-            fits = fits & category.is_in(list(p.over))
+            fits = fits & pl.col(category).is_in(list(p.over))
         placed_cat = pl.when(fits).then(pl.lit(p.category)).otherwise(placed_cat)
-        placed_w = pl.when(fits).then(pl.max_horizontal(weight, pl.lit(p.weight))).otherwise(placed_w)
+        placed_w = pl.when(fits).then(pl.max_horizontal(pl.col(weight), pl.lit(p.weight))).otherwise(placed_w)
     return placed_cat, placed_w
 
 
