@@ -9,7 +9,7 @@ from __future__ import annotations
 import ipaddress
 import tomllib
 from dataclasses import dataclass
-from functools import cache
+from functools import cache, lru_cache
 from importlib import resources
 from typing import Any
 
@@ -65,7 +65,9 @@ def parse_ifaces(row: dict[str, Any]) -> list[tuple[str, str]]:
     return []
 
 
+@lru_cache(maxsize=65536)  # every rank of a host logs its address: parsed once per address
 def ip_of(addr: str) -> ipaddress.IPv4Address | ipaddress.IPv6Address | None:
+    """The address in ``addr`` (``fe80::1%eth0``, ``[::1]`` and ``10.0.0.1`` forms), or None."""
     try:
         return ipaddress.ip_address(addr.split("%", 1)[0].strip("[]"))
     except ValueError:
