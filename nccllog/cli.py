@@ -320,8 +320,8 @@ _common_report_options = [
         "--processes",
         "-j",
         type=click.IntRange(min=1),
-        help="Processes that match lines (default: the cores this one may use, at most 8). Workers "
-        "start only for large jobs (about 50,000 candidate lines each); the report is the same.",
+        help="Processes that read and match (default: the cores this one may use, at most 8). Workers "
+        "start only for large jobs (2,048 files or 50,000 candidate lines each); the report is the same.",
     ),
     click.option(
         "--strict",

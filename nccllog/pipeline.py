@@ -88,8 +88,9 @@ def analyze(
     file or archive member, ``max_total_decompressed`` all of them together. ``phase`` is called
     with the name of each stage as it starts (``reading``, ``matching``, ``correlating``). Raises
     ``nccllog.Error`` (``InputError`` when nothing is analysable, ``PatternLibraryError``,
-    ``UsageError``). ``processes`` is how many processes match lines (None: the cores this
-    process may use, at most 8; a worker starts only for a large job, see match/parallel.py).
+    ``UsageError``). ``processes`` is how many processes read and match (None: the cores this
+    process may use, at most 8; workers start only for a large job and change no result:
+    spread.py).
     """
     lib = library or load_library(_pattern_dirs(patterns))
     sources, skipped = _sources(inputs, stdin)
@@ -142,15 +143,7 @@ def _read_and_match(
     dumps, what was skipped, and the matched lines; on several processes for a large job."""
     if phase is not None:
         phase("reading")
-    both = spread.read_and_match(
-        sources,
-        skipped,
-        lib,
-        max_decompressed=limits["max_decompressed"],
-        max_total_decompressed=limits["max_total_decompressed"],
-        processes=processes,
-        progress=progress,
-    )
+    both = spread.read_and_match(sources, skipped, lib, **limits, processes=processes, progress=progress)
     if both is not None:
         got, matched = both.extraction, both.matched
     else:

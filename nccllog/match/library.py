@@ -96,8 +96,8 @@ class Library:
     keyword_patterns: dict[str, tuple[int, ...]] = field(default_factory=dict)
     field_types: dict[str, str] = field(default_factory=dict)
     quiet_keywords: frozenset[str] = frozenset()  # keywords only of patterns that drop unmatched lines
-    # The folders it was loaded from, built-in first: a matching worker process loads the same
-    # library from them (match/parallel.py); empty for a library built another way.
+    # The folders it was loaded from, built-in first: a worker process loads the same library
+    # from them (spread.py); empty for a library built another way.
     dirs: tuple[str, ...] = ()
 
     @property
