@@ -9,6 +9,7 @@ communicator is seen: these lines carry no comm id).
 from __future__ import annotations
 
 from collections import Counter, defaultdict
+from collections.abc import Mapping
 from dataclasses import dataclass
 
 import regex
@@ -39,7 +40,7 @@ class WorldFacts:
     local_facts: dict[ProcessKey, Counter[int]]  # process -> local ranks seen
     nnodes: Counter[int]  # NCCL nNodes values on world init lines
     multi_dev: dict[ProcessKey, dict[int, tuple[int, str]]]  # process -> {device: (rank, evidence)}
-    ring_facts: dict[ProcessKey, Counter[int]]  # process -> own ranks in ring/tree lines
+    ring_facts: dict[ProcessKey, Counter[int]]  # process no init line names -> own ranks in ring/tree lines
     printed: list[int | None]  # each row's printed world size (or nodes × nproc_per_node)
 
 
@@ -56,7 +57,7 @@ def resolve_world(rows: Rows, hosts: HostFacts) -> WorldFacts:
             + (f" (smaller communicators: {', '.join(map(str, others))})" if others else "")
         )
     comm_facts, local_facts, nnodes, multi_dev = _world_init(rows, hosts, world)
-    ring_facts = _ring_ranks(rows, hosts, sizes, multi_dev)
+    ring_facts = _ring_ranks(rows, hosts, sizes, multi_dev, comm_facts)
     for i in range(rows.n):
         if rows.target_pid[i] is not None and rows.target_local[i] is not None and rows.signal[i] != "init":
             h = hosts.host_of(rows.target_host[i]) if rows.target_host[i] else hosts.row_host[i]
@@ -142,15 +143,20 @@ def _world_init(
 
 
 def _ring_ranks(
-    rows: Rows, hosts: HostFacts, sizes: Counter[int], multi_dev: dict[ProcessKey, dict[int, tuple[int, str]]]
+    rows: Rows,
+    hosts: HostFacts,
+    sizes: Counter[int],
+    multi_dev: dict[ProcessKey, dict[int, tuple[int, str]]],
+    named: Mapping[ProcessKey, object],
 ) -> dict[ProcessKey, Counter[int]]:
-    """Own comm rank from NCCL Trees/Ring/Channel lines, used when no init line names the process."""
+    """Own comm rank from NCCL Trees/Ring/Channel lines, for the processes no init line names
+    (``named``: the others' ring lines are not read, as nothing would use them)."""
     ring_facts: dict[ProcessKey, Counter[int]] = defaultdict(Counter)
     if len(sizes) > 1:
         return ring_facts
     for i in range(rows.n):
         k = hosts.row_process[i]
-        if k is None or k in multi_dev:
+        if k is None or k in multi_dev or k in named:
             continue
         r: int | None = None
         if rows.comm_rank[i] is not None and rows.nranks[i] is None:
