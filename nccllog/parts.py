@@ -111,6 +111,14 @@ def keyword_digest(library: Library) -> str:
 
 
 def collect(
+    sources: Sequence[Source], skipped: Sequence[Skipped], library: Library, **limits: Any
+) -> Extraction:
+    """Read ``sources`` (parts, dumps and logs, told apart by content) into one Extraction;
+    ``limits`` are ``read_apart``'s keywords (the decompression limits, ``progress``)."""
+    return merge(*read_apart(sources, skipped, library, **limits))
+
+
+def read_apart(
     sources: Sequence[Source],
     skipped: Sequence[Skipped],
     library: Library,
@@ -118,8 +126,9 @@ def collect(
     max_decompressed: int,
     max_total_decompressed: int,
     progress: Callable[[int, int], None] | None = None,
-) -> Extraction:
-    """Read ``sources`` (parts, dumps and logs, told apart by content) into one Extraction."""
+) -> tuple[Extraction, list[Extraction]]:
+    """What ``collect`` reads, before it merges: the dumps and logs read here (parts that are not
+    valid skipped with the reason) and the valid parts among the sources."""
     digest = keyword_digest(library)
     texts, parts, refused = partition(list(sources), digest)
     texts, dumps, not_dumps = flight_dumps.partition(texts)
@@ -133,8 +142,7 @@ def collect(
         max_total_decompressed=max_total_decompressed,
         progress=progress,
     )
-    own = Extraction(read, tuple(dumps), (*skipped, *refused, *not_dumps), digest)
-    return merge(own, parts)
+    return Extraction(read, tuple(dumps), (*skipped, *refused, *not_dumps), digest), parts
 
 
 def extract(

@@ -21,6 +21,7 @@ in one pass, as without workers.
 
 from __future__ import annotations
 
+import dataclasses
 import hashlib
 import io
 import itertools
@@ -39,10 +40,8 @@ from typing import IO, Any
 import polars as pl
 
 from nccllog import parts
-from nccllog.ingest import flight as flight_dumps
-from nccllog.ingest.reader import CANDIDATE_SCHEMA, ReadResult, in_file_order, read_sources
+from nccllog.ingest.reader import CANDIDATE_SCHEMA, ReadResult, in_file_order
 from nccllog.ingest.sources import Source
-from nccllog.match.keywords import prefilter_keywords, sampled_first, sampled_keep, sampled_keywords
 from nccllog.match.library import Library
 from nccllog.match.matcher import MatchResult, concat_columns, events_schema, match_lines
 from nccllog.model import Skipped
@@ -244,23 +243,15 @@ def read_files(
     sources: list[Source], library: Library, *, max_decompressed: int, max_total_decompressed: int
 ) -> _FileRun:
     """Read and match one run of files, as ``parts.collect`` then ``match_lines`` would."""
-    digest = parts.keyword_digest(library)
-    texts, found, refused = parts.partition(sources, digest)
-    if found or refused:
-        return _FileRun(parts.Extraction(_no_lines(), ()), _no_match(library), True, 0)
-    texts, dumps, not_dumps = flight_dumps.partition(texts)
-    read = read_sources(
-        texts,
-        prefilter_keywords(library),
-        sampled=sampled_keywords(library),
-        keep=sampled_keep(library),
-        keep_first=sampled_first(library),
-        max_decompressed=max_decompressed,
-        max_total_decompressed=max_total_decompressed,
+    own, found = parts.read_apart(
+        sources, (), library, max_decompressed=max_decompressed, max_total_decompressed=max_total_decompressed
     )
-    matched = match_lines(read.lines, library)
-    ex = parts.Extraction(ReadResult(_no_lines().lines, read.stats), tuple(dumps), tuple(not_dumps), digest)
-    return _FileRun(ex, matched, False, read.decompressed)
+    if found or any(s.reason.startswith(parts.REJECTED) for s in own.skipped):
+        # parts merge across files, and a Parquet file that is not one is a skip one pass reports
+        return _FileRun(parts.Extraction(_no_lines(), ()), _no_match(library), True, 0)
+    matched = match_lines(own.read.lines, library)
+    ex = dataclasses.replace(own, read=ReadResult(_no_lines().lines, own.read.stats))
+    return _FileRun(ex, matched, False, own.read.decompressed)
 
 
 def _no_lines() -> ReadResult:
