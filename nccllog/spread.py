@@ -217,8 +217,8 @@ def read_and_match(
     if progress is not None:
         progress(0, total)
     results = _Pool(library, count, {"keep_unmatched": False}).run(len(runs), here, message, answer)
-    if any(r.one_pass for r in results) or sum(r.decompressed for r in results) > max_total_decompressed:
-        return None  # parts among the files, or past the limit over all inputs: one pass decides
+    if any(r.one_pass for r in results) or sum(r.decompressed for r in results) >= max_total_decompressed:
+        return None  # parts among the files, or at the limit over all inputs: one pass decides
     ex = parts.Extraction(
         ReadResult(
             lines=pl.DataFrame(schema=CANDIDATE_SCHEMA),
