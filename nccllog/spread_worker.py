@@ -1,4 +1,5 @@
-"""A worker process of spread.py (``python -m nccllog.spread_worker``).
+"""A worker process of spread.py, which starts it with its own interpreter and module path
+(``python -m nccllog.spread_worker`` runs it too).
 
 On stdin: a request (the library's folders and fingerprint), then runs, each a JSON head and a
 body (``lines``: candidate lines as Arrow IPC; ``files``: none, the head names the files), then
