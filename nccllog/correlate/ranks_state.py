@@ -77,7 +77,6 @@ _STATE_COLUMNS = ("rank", "host", "local_rank", "pid", "source", "ctime", "_i", 
 
 def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None) -> pl.DataFrame:
     """Add ``_fw`` (weight as a cause, 0 = not a failure) and ``_fcat`` (category it points to).
-
     ``weights`` (pattern id -> weight) are the patterns' own ``weight`` keys: a line whose producer
     states the cause outright weighs what its pattern says, not what its signal's lines usually do."""
     sig = pl.col("signal")
@@ -158,10 +157,7 @@ def classify_failures(ev: pl.DataFrame, weights: dict[str, float] | None = None)
         .then(pl.coalesce(exit_cat, pl.col("category"), pl.lit("other")))
         .otherwise(pl.coalesce(pl.col("category"), mapped, pl.lit("other")))
     )
-    # computed once each: polars evaluates an expression again wherever it is used
-    ev = ev.with_columns(
-        _fw=weight.fill_null(0.0), _fcat=category, **{taxonomy.PLACE_TEXT: taxonomy.place_text()}
-    )
+    ev = ev.with_columns(taxonomy.place_text(), _fw=weight.fill_null(0.0), _fcat=category)  # once each
     category, weight = taxonomy.place("_fcat", "_fw")
     if weights:
         own = pl.col("pattern").replace_strict(weights, default=None, return_dtype=pl.Float64)
