@@ -111,11 +111,17 @@ def keyword_digest(library: Library) -> str:
 
 
 def collect(
-    sources: Sequence[Source], skipped: Sequence[Skipped], library: Library, **limits: Any
+    sources: Sequence[Source],
+    skipped: Sequence[Skipped],
+    library: Library,
+    *,
+    max_decompressed: int,
+    max_total_decompressed: int,
+    progress: Callable[[int, int], None] | None = None,
 ) -> Extraction:
-    """Read ``sources`` (parts, dumps and logs, told apart by content) into one Extraction;
-    ``limits`` are ``read_apart``'s keywords (the decompression limits, ``progress``)."""
-    return merge(*read_apart(sources, skipped, library, **limits))
+    """Read ``sources`` (parts, dumps and logs, told apart by content) into one Extraction."""
+    limits = {"max_decompressed": max_decompressed, "max_total_decompressed": max_total_decompressed}
+    return merge(*read_apart(sources, skipped, library, **limits, progress=progress))
 
 
 def read_apart(

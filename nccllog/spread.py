@@ -8,15 +8,15 @@ each worker take the next run as they finish one, so a worker that starts late o
 delays no one.
 
 A worker runs ``nccllog.spread_worker`` in a process of its own, with the caller's module path:
-no fork of a process that runs polars' threads, and no re-import of the caller's script. Lines and events travel as
-Arrow IPC over its pipes, a run's file statistics and dumps as a part (parts.py, validated as
-any part is), the rest as JSON; nothing is unpickled. It loads the library from the folders the
+no fork of a process that runs polars' threads, and no re-import of the caller's script. Lines
+and events travel as Arrow IPC over its pipes, a run's file statistics and dumps as a part
+(parts.py, validated as any part is), the rest as JSON; nothing is unpickled. It loads the library from the folders the
 caller's came from and checks that it is the same one (a fingerprint of its patterns).
 
 Nothing here changes a result: a run a worker does not give back (it could not start, failed,
 or found another library) is done in the main process, and input whose reading is not per file
-(standard input, parts among the files, decompression past the limit over all inputs) is read
-in one pass, as without workers.
+(standard input, Parquet files among the files, decompression that reaches the limit over all
+inputs) is read in one pass, as without workers.
 """
 
 from __future__ import annotations
@@ -96,6 +96,7 @@ def match_lines_parallel(
     if len(runs) < 2 or not _can_spread(library):
         return match_lines(lines, library, keep_unmatched=keep_unmatched)
     slices = [lines.slice(start, length) for start, length in runs]
+    schema = events_schema(library)
 
     def here(i: int) -> MatchResult:
         return match_lines(slices[i], library, keep_unmatched=keep_unmatched)
@@ -105,10 +106,10 @@ def match_lines_parallel(
         return {"kind": "lines"}, _ipc(run.select([c for c in ("source", "line", "text", "kw") if c in run]))
 
     def answer(i: int, got: list[bytes]) -> MatchResult:
-        return read_result(got[0], got[1], events_schema(library))
+        return read_result(got[0], got[1], schema)
 
     results = _Pool(library, count, {"keep_unmatched": keep_unmatched}).run(len(runs), here, message, answer)
-    return merge_results(results, events_schema(library))
+    return merge_results(results, schema)
 
 
 def _line_runs(lines: pl.DataFrame, count: int) -> list[tuple[int, int]]:
@@ -186,6 +187,7 @@ def read_and_match(
         return None
     total, done = sum(sizes), [0]
     lock = threading.Lock()
+    digest, schema = parts.keyword_digest(library), events_schema(library)
     limits = {"max_decompressed": max_decompressed, "max_total_decompressed": max_total_decompressed}
 
     def finished(i: int) -> None:
@@ -207,11 +209,11 @@ def read_and_match(
 
     def answer(i: int, got: list[bytes]) -> _FileRun:
         meta = json.loads(got[0])
-        part = parts.read_part(Source(name="<worker>", data=got[1]), parts.keyword_digest(library))
+        part = parts.read_part(Source(name="<worker>", data=got[1]), digest)
         if not isinstance(part, parts.Extraction):
             raise ValueError(part.reason)
         finished(i)
-        matched = read_result(got[2], got[3], events_schema(library))
+        matched = read_result(got[2], got[3], schema)
         return _FileRun(part, matched, bool(meta["one_pass"]), int(meta["decompressed"]))
 
     if progress is not None:
@@ -220,22 +222,19 @@ def read_and_match(
     if any(r.one_pass for r in results) or sum(r.decompressed for r in results) >= max_total_decompressed:
         return None  # parts among the files, or at the limit over all inputs: one pass decides
     ex = parts.Extraction(
-        ReadResult(
-            lines=pl.DataFrame(schema=CANDIDATE_SCHEMA),
-            stats=tuple(st for r in results for st in r.extraction.read.stats),
-        ),
+        dataclasses.replace(_no_lines(), stats=tuple(st for r in results for st in r.extraction.read.stats)),
         tuple(d for r in results for d in r.extraction.dumps),
         (*skipped, *(s for r in results for s in r.extraction.skipped)),
-        parts.keyword_digest(library),
+        digest,
     )
-    return ReadAndMatched(ex, merge_results([r.matched for r in results], events_schema(library)))
+    return ReadAndMatched(ex, merge_results([r.matched for r in results], schema))
 
 
 @dataclass(frozen=True)
 class _FileRun:
     extraction: parts.Extraction  # its lines are not kept: the matched result holds what they gave
     matched: MatchResult
-    one_pass: bool  # the run held parts: the whole input is read in one pass instead
+    one_pass: bool  # the run held Parquet files: the whole input is read in one pass instead
     decompressed: int
 
 
@@ -250,7 +249,7 @@ def read_files(
         # parts merge across files, and a Parquet file that is not one is a skip one pass reports
         return _FileRun(parts.Extraction(_no_lines(), ()), _no_match(library), True, 0)
     matched = match_lines(own.read.lines, library)
-    ex = dataclasses.replace(own, read=ReadResult(_no_lines().lines, own.read.stats))
+    ex = dataclasses.replace(own, read=dataclasses.replace(own.read, lines=own.read.lines.clear()))
     return _FileRun(ex, matched, False, own.read.decompressed)
 
 
