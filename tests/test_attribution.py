@@ -354,6 +354,9 @@ def test_huge_numbers_become_null() -> None:
         ("nccl_gpu-node-07.48233.log", None, None, "gpu-node-07", 48233, None),
         ("nccl.node3.4812", None, None, "node3", 4812, None),
         ("nccl_logs/node-3.4812.log", None, None, "node-3", 4812, None),
+        # a folder further up names the checkout or the job, not how NCCL named the file
+        ("/home/u/nccllog/fixtures/x/logs/stderr.88213", None, None, None, None, None),
+        ("nccl-runs/job7/logs/node-3.4812.log", None, None, None, None, None),
         ("train.log.1", None, None, None, None, None),
         ("core.12345", None, None, None, None, None),
         ("dmesg_gpu-node-07.log", None, None, "gpu-node-07", None, None),

@@ -14,7 +14,9 @@ Recognised (case-insensitive; the file name first, then its folders from the inn
 - **host and pid** of one NCCL process (``NCCL_DEBUG_FILE`` with ``%h`` and ``%p``): a name
   containing ``nccl`` ending in ``<sep><host><sep><pid>[.ext]``: ``nccl_logs_<host>_<pid>.txt``
   (GF-Bench), ``nccl_<host>.<pid>.log``, ``nccl.<host>.<pid>``, ``nccl-debug-<host>-<pid>.log``;
-  and a bare ``<host>.<pid>[.log|.txt]`` inside a folder whose name contains ``nccl``.
+  and a bare ``<host>.<pid>[.log|.txt]`` directly inside a folder whose name contains ``nccl``
+  (only the file's own folder: a folder further up, such as a checkout named ``nccllog``, says
+  nothing of how the file was named).
   NCCL's ``%h`` is the host name cut at the first dot, so the host part has no dots.
 - **host** from a kernel-log file name: ``dmesg_<host>.log``, ``<host>.dmesg``,
   ``kern-<host>.log``, ``syslog_<host>``, ``journal_<host>.txt`` (and ``<host>_dmesg.log``);
@@ -144,7 +146,7 @@ def attrs_from_path(path: str) -> FileAttrs:
         m = _NCCL_FILE.fullmatch(name)
         if m and _host_ok(m.group("host")) and "rank" not in m.group("host").lower():
             host, pid = m.group("host"), int64(m.group("pid"))
-        elif any("nccl" in p.lower() for p in parts[:-1]):
+        elif len(parts) > 1 and "nccl" in parts[-2].lower():  # NCCL_DEBUG_FILE's own folder
             m = _HOST_PID.fullmatch(name)
             if m and _host_ok(m.group("host")):
                 host, pid = m.group("host"), int64(m.group("pid"))
